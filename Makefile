@@ -1,0 +1,65 @@
+# Two commands do everything on a fresh machine:
+#   make run    create the environment, migrate, seed demo data, start web + worker
+#   make test   create the environment, start PostgreSQL/Redis if down, run the whole test suite
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hat_console
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+# pip on this machine lists local mirrors that may be absent; drop their noise, keep real errors.
+PIP := $(BIN)/pip install --disable-pip-version-check -q
+QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
+
+.PHONY: help install run worker web migrate seed test bench clean
+
+help:
+	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
+	@echo "make test   - full test suite against PostgreSQL + Redis + Chromium"
+	@echo "make bench  - benchmarks (needs PostgreSQL)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned to the CPU build on local disk, so nothing later can pull a CUDA build.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) torch==2.13.0 $(QUIET_PIP)
+	$(PIP) -e '.[dev]' $(QUIET_PIP)
+	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch; \
+	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo
+
+worker: install
+	$(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l info
+
+web: install
+	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
+
+run: seed
+	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
+	@trap 'kill 0' EXIT INT TERM; \
+	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l warning & \
+	  HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
+
+test: install
+	bash scripts/ensure_services.sh
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/registry_bench.py
+
+clean:
+	rm -rf $(VENV) var test-artifacts .pytest_cache

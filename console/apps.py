@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class ConsoleConfig(AppConfig):
+    name = "console"
+    verbose_name = "Console"
+
+    def ready(self) -> None:
+        from console.roles import sync_role_groups
+
+        # Groups and their permissions follow console.roles on every migrate: the code is the source of truth.
+        post_migrate.connect(sync_role_groups, sender=self)

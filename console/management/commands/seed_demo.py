@@ -1,0 +1,86 @@
+"""Create the demo users (one per role) and the demo harness with a short history.
+
+Idempotent: users are created or have their password reset to the demo one; the harness is created only
+when missing. Everything goes through the real services, so the audit timeline shows the history too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from console import roles
+from harness_editor import services
+from harness_editor.models import Harness
+from harness_editor.schemas import manifest_from_yaml
+
+DEMO_DIR = Path(__file__).resolve().parents[3] / "harness_editor" / "demo"
+DEMO_USERS = [
+    ("alice", roles.CAMPAIGN_MANAGER, "Alice (campaign manager)"),
+    ("bob", roles.CAMPAIGN_MANAGER, "Bob (campaign manager)"),
+    ("carol", roles.COMPLIANCE_REVIEWER, "Carol (compliance reviewer)"),
+    ("dave", roles.COMPLIANCE_REVIEWER, "Dave (compliance reviewer)"),
+    ("erin", roles.ML_STAFF, "Erin (ML staff)"),
+    ("frank", roles.OPERATOR, "Frank (operator)"),
+]
+DEMO_SLUG = "glow-gadget"
+
+
+def _demo(name: str):
+    return manifest_from_yaml((DEMO_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+class Command(BaseCommand):
+    help = "Create demo users for every role and the demo harness (v1 production, v2 staging, v3 in review)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
+                            help="password for every demo user (default: $HAT_DEMO_PASSWORD or demo-pass-2026)")
+
+    def handle(self, *args, password: str, **options):
+        User = get_user_model()
+        users = {}
+        with transaction.atomic():
+            for username, role, first_name in DEMO_USERS:
+                user, _ = User.objects.get_or_create(username=username, defaults={"first_name": first_name})
+                user.set_password(password)
+                user.save()
+                user.groups.set([Group.objects.get(name=role)])
+                users[username] = user
+            admin, _ = User.objects.get_or_create(username="admin", defaults={"is_staff": True,
+                                                                               "is_superuser": True})
+            admin.is_staff = admin.is_superuser = True
+            admin.set_password(password)
+            admin.save()
+        if not Harness.objects.filter(slug=DEMO_SLUG).exists():
+            self._seed_harness(users)
+        self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
+        for username, role, _ in DEMO_USERS:
+            self.stdout.write(f"  {username:<8} {role}")
+        self.stdout.write("  admin    superuser (Django admin at /admin/)")
+
+    def _seed_harness(self, users) -> None:
+        alice, bob, carol, dave = users["alice"], users["bob"], users["carol"], users["dave"]
+        with transaction.atomic():
+            v1 = services.harness_create(user=alice, slug=DEMO_SLUG, name="Glow & Gadget live room",
+                                         description="Skincare and small-appliance shop, evening live room.",
+                                         manifest=_demo("skincare_v1"), change_note="First harness for the room")
+            services.version_submit(user=alice, version=v1, comment="ready for review")
+            v1 = services.version_approve(user=carol, version=v1, comment="claims and coupons checked")
+            services.label_move(user=carol, harness=v1.harness, name="production", version=v1,
+                                comment="first go-live")
+            v2 = services.version_create_draft(user=bob, harness=v1.harness, manifest=_demo("skincare_v2"),
+                                               parent=v1, change_note="Bundle skill, reworded coupon strategy")
+            services.version_submit(user=bob, version=v2)
+            v2 = services.version_approve(user=dave, version=v2, comment="fine for staging")
+            services.label_move(user=bob, harness=v1.harness, name="staging", version=v2)
+            v3 = services.version_create_draft(user=alice, harness=v1.harness, manifest=_demo("skincare_v3"),
+                                               parent=v2, change_note="Rename product tool, stricter stock args")
+            services.version_submit(user=alice, version=v3, comment="breaking tool change, please check")
+        self.stdout.write(self.style.SUCCESS(f"Seeded harness '{DEMO_SLUG}': v1 production, v2 staging, "
+                                             "v3 submitted for review"))

@@ -1,0 +1,59 @@
+"""The four roles of the console and what each may do.
+
+Roles are Django groups; what a role may do is a set of Django permissions, so the admin, views, APIs
+and (later) WebSocket consumers all ask the same question: ``user.has_perm(...)``. This table is the
+source of truth; ``sync_role_groups`` runs after every migrate and makes the groups match it.
+"""
+
+from __future__ import annotations
+
+from django.apps import apps as django_apps
+from django.contrib.auth.management import create_permissions
+
+CAMPAIGN_MANAGER = "campaign manager"
+COMPLIANCE_REVIEWER = "compliance reviewer"
+ML_STAFF = "ML staff"
+OPERATOR = "operator"
+ROLES = (CAMPAIGN_MANAGER, COMPLIANCE_REVIEWER, ML_STAFF, OPERATOR)
+
+# Permission code names used by views and APIs (app_label.codename).
+VIEW_HARNESS = "harness_editor.view_harness"
+ADD_HARNESS = "harness_editor.add_harness"
+EDIT_DRAFT = "harness_editor.change_harnessversion"
+SUBMIT_VERSION = "harness_editor.submit_harnessversion"
+REVIEW_VERSION = "harness_editor.review_harnessversion"
+MOVE_LABEL = "harness_editor.move_label"
+VIEW_AUDIT = "console.view_auditevent"
+
+_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT}
+ROLE_PERMISSIONS: dict[str, set[str]] = {
+    CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL},
+    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL},
+    ML_STAFF: set(_EVERYONE),
+    OPERATOR: set(_EVERYONE),
+}
+
+
+def sync_role_groups(using: str = "default", **_: object) -> None:
+    from django.contrib.auth.models import Group, Permission
+
+    # post_migrate fires per app; make sure every app's permissions exist before assigning them.
+    for app_config in django_apps.get_app_configs():
+        create_permissions(app_config, verbosity=0, using=using)
+    for role, perms in ROLE_PERMISSIONS.items():
+        group, _created = Group.objects.using(using).get_or_create(name=role)
+        wanted = []
+        for perm in sorted(perms):
+            app_label, codename = perm.split(".", 1)
+            wanted.append(
+                Permission.objects.using(using).get(content_type__app_label=app_label, codename=codename)
+            )
+        group.permissions.set(wanted)
+
+
+def user_roles(user) -> list[str]:
+    if not user.is_authenticated:
+        return []
+    if user.is_superuser:
+        return list(ROLES)
+    return sorted(g.name for g in user.groups.all() if g.name in ROLES)

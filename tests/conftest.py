@@ -1,0 +1,95 @@
+"""Shared fixtures: one user per role (plus an outsider with no role), demo manifests, and a demo
+harness with history built through the real services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console import roles
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "harness_editor" / "demo"
+PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture
+def demo_yaml():
+    def load(name: str = "skincare_v1") -> str:
+        return (DEMO_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+
+    return load
+
+
+@pytest.fixture
+def demo_manifest(demo_yaml):
+    from harness_editor.schemas import manifest_from_yaml
+
+    def load(name: str = "skincare_v1"):
+        return manifest_from_yaml(demo_yaml(name))
+
+    return load
+
+
+def _make_user(django_user_model, username: str, role: str | None):
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD,
+                                                 email=f"{username}@example.test")
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def manager(db, django_user_model):
+    return _make_user(django_user_model, "cm_alice", roles.CAMPAIGN_MANAGER)
+
+
+@pytest.fixture
+def manager2(db, django_user_model):
+    return _make_user(django_user_model, "cm_bob", roles.CAMPAIGN_MANAGER)
+
+
+@pytest.fixture
+def reviewer(db, django_user_model):
+    return _make_user(django_user_model, "cr_carol", roles.COMPLIANCE_REVIEWER)
+
+
+@pytest.fixture
+def reviewer2(db, django_user_model):
+    return _make_user(django_user_model, "cr_dave", roles.COMPLIANCE_REVIEWER)
+
+
+@pytest.fixture
+def ml_staff(db, django_user_model):
+    return _make_user(django_user_model, "ml_erin", roles.ML_STAFF)
+
+
+@pytest.fixture
+def operator(db, django_user_model):
+    return _make_user(django_user_model, "op_frank", roles.OPERATOR)
+
+
+@pytest.fixture
+def outsider(db, django_user_model):
+    """Logged in, but holds no role: must be refused everywhere."""
+    return _make_user(django_user_model, "nobody_gina", None)
+
+
+@pytest.fixture
+def harness_with_history(manager, reviewer, demo_manifest):
+    """The demo harness: v1 approved + production, v2 submitted, v3 draft (all by `manager`)."""
+    from harness_editor import services
+
+    v1 = services.harness_create(user=manager, slug="glow-gadget", name="Glow & Gadget live room",
+                                 manifest=demo_manifest("skincare_v1"))
+    services.version_submit(user=manager, version=v1)
+    v1 = services.version_approve(user=reviewer, version=v1, comment="checked claims")
+    services.label_move(user=reviewer, harness=v1.harness, name="production", version=v1)
+    v2 = services.version_create_draft(user=manager, harness=v1.harness, manifest=demo_manifest("skincare_v2"),
+                                       parent=v1, change_note="coupon strategy reworded, bundle skill")
+    v2 = services.version_submit(user=manager, version=v2)
+    v3 = services.version_create_draft(user=manager, harness=v1.harness, manifest=demo_manifest("skincare_v3"),
+                                       parent=v2, change_note="tool rename")
+    return {"harness": v1.harness, "v1": v1, "v2": v2, "v3": v3}

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TrainingJobsConfig(AppConfig):
+    name = "training_jobs"
+    verbose_name = "Training jobs (HSA, HAT stages, evaluations)"
