@@ -127,6 +127,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = ENV.data_dir / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise serves from finders (below); the folder just has to exist
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

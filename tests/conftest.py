@@ -13,6 +13,12 @@ DEMO_DIR = Path(__file__).resolve().parent.parent / "harness_editor" / "demo"
 PASSWORD = "correct-horse-battery"
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2 costs ~0.3 s per user on this machine; tests need correctness, not slowness."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def demo_yaml():
     def load(name: str = "skincare_v1") -> str:
@@ -93,3 +99,44 @@ def harness_with_history(manager, reviewer, demo_manifest):
     v3 = services.version_create_draft(user=manager, harness=v1.harness, manifest=demo_manifest("skincare_v3"),
                                        parent=v2, change_note="tool rename")
     return {"harness": v1.harness, "v1": v1, "v2": v2, "v3": v3}
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker (a separate process) on the configured broker, for the whole session."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    env = dict(os.environ)
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("postgresql"):  # point the worker at the test database
+        env["DATABASE_URL"] = (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
+                               f"{db['PORT'] or 5432}/{db['NAME']}")
+    log = open(Path(settings.ENV.data_dir) / "test-worker.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "celery,gpu", "--pool", "solo",
+         "--concurrency", "1", "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    from console.celery import app
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"celery worker exited with {proc.returncode}; see {log.name}")
+        if app.control.ping(timeout=0.5):
+            break
+    else:
+        proc.terminate()
+        raise RuntimeError(f"celery worker did not answer within 60 s; see {log.name}")
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

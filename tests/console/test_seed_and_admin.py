@@ -1,0 +1,52 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from console import roles
+from harness_editor.models import Harness, HarnessVersion
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seed_demo_creates_users_per_role_and_a_harness_with_history(capsys):
+    call_command("seed_demo", password="pw-for-tests-123")
+    out = capsys.readouterr().out
+    User = get_user_model()
+    for username, role in [("alice", roles.CAMPAIGN_MANAGER), ("carol", roles.COMPLIANCE_REVIEWER),
+                           ("erin", roles.ML_STAFF), ("frank", roles.OPERATOR)]:
+        user = User.objects.get(username=username)
+        assert roles.user_roles(user) == [role]
+        assert user.check_password("pw-for-tests-123")
+        assert username in out
+    harness = Harness.objects.get(slug="glow-gadget")
+    statuses = dict(harness.versions.values_list("number", "status"))
+    assert statuses == {1: "approved", 2: "approved", 3: "submitted"}
+    labels = dict(harness.labels.values_list("name", "version__number"))
+    assert labels == {"production": 1, "staging": 2}
+    assert harness.versions.get(number=3).manifest.tools  # the stored manifest parses
+
+
+def test_seed_demo_is_idempotent():
+    call_command("seed_demo")
+    call_command("seed_demo")
+    assert Harness.objects.count() == 1
+    assert HarnessVersion.objects.count() == 3
+
+
+@pytest.mark.parametrize("url", [
+    "/admin/", "/admin/harness_editor/harness/", "/admin/harness_editor/harnessversion/",
+    "/admin/harness_editor/label/", "/admin/console/auditevent/", "/admin/auth/group/",
+])
+def test_admin_lists_every_model(client, url):
+    call_command("seed_demo")
+    client.force_login(get_user_model().objects.get(username="admin"))
+    assert client.get(url).status_code == 200
+
+
+def test_admin_cannot_change_a_version(client):
+    call_command("seed_demo")
+    client.force_login(get_user_model().objects.get(username="admin"))
+    version = HarnessVersion.objects.get(number=1)
+    response = client.post(f"/admin/harness_editor/harnessversion/{version.pk}/change/",
+                                 {"change_note": "edited in admin"})
+    assert response.status_code == 403
