@@ -1,0 +1,808 @@
+"""The manifest: one harness written down (skills, tools, hooks, system prompt blocks, constraints).
+
+Plain pydantic, no Django: the turn engine, GPU workers (HSA, training, evaluation) and the CLI import it.
+
+Validation happens in two passes. The structural pass is pydantic (strict types, ``extra="forbid"`` on every
+model, so a typo is an error and not a silently ignored key). The semantic pass (:func:`validate_semantics`)
+checks what one field cannot see alone: unique ids, references between skills and tools, tool schemas
+against the JSON Schema meta-schema, tool bindings against their implementations. :func:`parse_manifest`
+reports *all* errors of a pass as :class:`FieldError` with a precise path such as
+``tools[3].parameters.properties.sku.type``, so the editor can put each message next to its field.
+
+A :class:`Manifest` built any other way (``Manifest.model_validate``) runs the semantic pass too and fails
+with one combined message: an instance is always a valid harness.
+
+Canonical form: :func:`manifest_to_json` (compact, fields in declared order, dict order as given: JSON
+Schema property order is part of what the model sees, so nothing is ever sorted). :func:`content_hash` is
+the sha256 of that text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from streams.bindings import BINDINGS, BindingParam
+
+MAX_MANIFEST_BYTES = 1_000_000  # YAML / JSON text accepted by manifest_from_yaml / manifest_from_json
+MAX_YAML_NODES = 200_000  # guards against alias bombs ("billion laughs") before anything walks the data
+LOAD_SKILL_TOOL = "load_skill"  # built-in tool; the renderer adds it, a manifest may not define it
+
+SKILL_ID_RE = re.compile(r"^[^\W\d][\w\-.]*$")
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+SLUG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
+_IDENT_RE = re.compile(r"^[^\W\d][\w\-]*$")
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+
+class FieldError(BaseModel):
+    """One problem, located: ``path`` is "" for the document itself."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    message: str
+
+
+class ManifestError(Exception):
+    """Raised with every error found in one validation pass."""
+
+    def __init__(self, errors: Iterable[FieldError]):
+        self.errors: list[FieldError] = list(errors)
+        super().__init__(self.errors)  # args stay (errors,) so the exception pickles (Celery results)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{e.path}: {e.message}" if e.path else e.message for e in self.errors)
+
+
+def _join(path: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{path}[{part}]"
+    if _IDENT_RE.match(part):
+        return f"{path}.{part}" if path else part
+    return f"{path}[{json.dumps(part, ensure_ascii=False)}]"
+
+
+def _path(parts: Iterable[str | int], base: str = "") -> str:
+    path = base
+    for part in parts:
+        path = _join(path, part)
+    return path
+
+
+# --- constrained field types -------------------------------------------------------------------------
+
+
+def _matches(regex: re.Pattern[str], rule: str):
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):  # not .match: "$" would accept a trailing newline
+            raise ValueError(f"{value!r} is not valid: {rule}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _one_line(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("must be a single line (no line breaks)")
+    return value
+
+
+def _compiles(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+SkillId = Annotated[
+    str,
+    Field(min_length=1, max_length=64),
+    _matches(SKILL_ID_RE, "a skill id starts with a letter or '_' and has only letters, digits, '_', '-', '.'"),
+]
+ToolName = Annotated[
+    str,
+    Field(min_length=1, max_length=64),
+    _matches(
+        TOOL_NAME_RE,
+        "a tool name starts with a letter or '_' and has only ASCII letters, digits, '_', '-' (at most 64 characters)",
+    ),
+]
+Slug = Annotated[
+    str,
+    Field(min_length=1, max_length=64),
+    _matches(SLUG_RE, "an id has only ASCII letters, digits, '_' and '-', and does not start with '-'"),
+]
+
+_NotBlank = AfterValidator(_not_blank)
+_OneLine = AfterValidator(_one_line)
+# Length constraints come first so their messages stay "at most N characters".
+ManifestName = Annotated[str, Field(min_length=1, max_length=120), _NotBlank]
+SkillDescription = Annotated[str, Field(min_length=1, max_length=300), _OneLine, _NotBlank]
+SkillBody = Annotated[str, Field(min_length=1, max_length=20000), _NotBlank]
+ToolDescription = Annotated[str, Field(min_length=1, max_length=1000), _NotBlank]
+HookText = Annotated[str, Field(min_length=1, max_length=500), _NotBlank]
+BlockTitle = Annotated[str, Field(min_length=1, max_length=120), _OneLine, _NotBlank]
+Regex = Annotated[str, AfterValidator(_compiles)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --- skills and tools --------------------------------------------------------------------------------
+
+
+class Skill(_Model):
+    """A Markdown module; the model sees id + description always, the body only after load_skill(id)."""
+
+    id: SkillId
+    kind: Literal["reply", "strategy"]
+    description: SkillDescription
+    body: SkillBody
+    allowed_tools: list[str] = Field(default_factory=list)
+
+
+class Tool(_Model):
+    """A JSON-Schema function exposed to the model, bound to an implementation in ``streams.bindings``."""
+
+    name: ToolName
+    description: ToolDescription
+    parameters: dict[str, Any]
+    binding: str
+    argument_map: dict[str, str] = Field(default_factory=dict)
+
+
+# --- hooks -------------------------------------------------------------------------------------------
+
+
+class _HookBase(_Model):
+    id: Slug
+    kind: str  # narrowed to a Literal by each kind; declared here so it comes right after id in exports
+    enabled: bool = True
+    on_fail: Literal["retry", "block"] = "retry"
+    message: HookText
+
+
+class ViewerInputHook(_HookBase):
+    """Validate viewer comments before the model sees them."""
+
+    kind: Literal["viewer_input"]
+    max_chars: int = Field(default=300, ge=1, le=2000)
+    blocked_patterns: list[Regex] = Field(default_factory=list)
+
+
+class ToolArgsHook(_HookBase):
+    """Validate tool-call arguments against the tool's JSON Schema."""
+
+    kind: Literal["tool_args"]
+    strict: bool = True
+
+
+class ReplySkillLoadedHook(_HookBase):
+    """At least one reply skill must be loaded before the final reply."""
+
+    kind: Literal["reply_skill_loaded"]
+
+
+class ReplyFormatHook(_HookBase):
+    """The reply goes to TTS: no markdown, URLs or emoji when speakable; optional sentence cap."""
+
+    kind: Literal["reply_format"]
+    speakable: bool = True
+    max_sentences: int | None = Field(default=None, ge=1, le=20)
+
+
+class BannedPhrasesHook(_HookBase):
+    kind: Literal["banned_phrases"]
+    phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(min_length=1, max_length=500)
+    case_sensitive: bool = False
+
+
+class FactualRiskHook(_HookBase):
+    """Numbers of these kinds in a reply must be backed by a tool result in the same turn."""
+
+    kind: Literal["factual_risk"]
+    check: list[Literal["price", "stock", "discount"]] = Field(min_length=1)
+
+
+class RetryControlHook(_HookBase):
+    kind: Literal["retry_control"]
+    max_retries: int = Field(default=2, ge=0, le=5)
+    fallback_reply: HookText
+
+
+Hook = Annotated[
+    ViewerInputHook
+    | ToolArgsHook
+    | ReplySkillLoadedHook
+    | ReplyFormatHook
+    | BannedPhrasesHook
+    | FactualRiskHook
+    | RetryControlHook,
+    Field(discriminator="kind"),
+]
+HOOK_KINDS: tuple[str, ...] = (
+    "viewer_input",
+    "tool_args",
+    "reply_skill_loaded",
+    "reply_format",
+    "banned_phrases",
+    "factual_risk",
+    "retry_control",
+)
+
+
+# --- system prompt and constraints --------------------------------------------------------------------
+
+BlockRole = Literal[
+    "persona", "room_context", "business_rules", "compliance", "output_format", "skills_index", "custom"
+]
+
+
+class PromptBlock(_Model):
+    id: Slug
+    role: BlockRole
+    title: BlockTitle
+    content: str = Field(default="", max_length=20000)
+    items: list[Annotated[str, Field(max_length=2000)]] = Field(default_factory=list)
+
+
+class SystemPrompt(_Model):
+    layout: Literal["markdown", "xml", "json", "plain"] = "markdown"
+    blocks: list[PromptBlock] = Field(min_length=1, max_length=50)
+
+
+class InteractionConstraints(_Model):
+    reply_min_chars: int = Field(default=10, ge=0, le=2000)
+    reply_max_chars: int = Field(default=200, ge=1, le=4000)
+    language: Annotated[str, _matches(LANGUAGE_RE, "use a BCP-47 language tag such as 'en' or 'zh-CN'")] = "en"
+    tone: str = Field(default="friendly", max_length=200)
+    speakable: bool = True
+    turn_limit: int = Field(default=6, ge=1, le=50)
+    max_tool_rounds: int = Field(default=3, ge=0, le=20)
+
+
+_SKIP_SEMANTICS = "harness_editor.skip_semantics"
+
+
+class Manifest(_Model):
+    name: ManifestName
+    description: str = Field(default="", max_length=2000)
+    skills: list[Skill] = Field(min_length=1, max_length=200)
+    tools: list[Tool] = Field(default_factory=list, max_length=100)
+    hooks: list[Hook] = Field(default_factory=list, max_length=50)
+    prompt: SystemPrompt
+    constraints: InteractionConstraints
+
+    @model_validator(mode="after")
+    def _semantics(self, info: ValidationInfo) -> Manifest:
+        # parse_manifest runs this pass itself to report each error at its own path.
+        if isinstance(info.context, dict) and info.context.get(_SKIP_SEMANTICS):
+            return self
+        errors = validate_semantics(self)
+        if errors:
+            raise ValueError("; ".join(f"{e.path}: {e.message}" for e in errors))
+        return self
+
+    def skill(self, skill_id: str) -> Skill | None:
+        return next((s for s in self.skills if s.id == skill_id), None)
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+# --- locations -----------------------------------------------------------------------------------------
+
+# Pydantic puts the tag of a discriminated-union member into the location: ('hooks', 0, 'banned_phrases',
+# 'phrases'). The path a human edits has no such segment.
+_UNION_TAGS: dict[str, frozenset[str]] = {"hooks": frozenset(HOOK_KINDS)}
+
+
+def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
+    """Turn a pydantic error location into an editor path like ``tools[3].parameters.properties.sku``."""
+    parts = list(loc)
+    kept: list[str | int] = []
+    for i, part in enumerate(parts):
+        if (
+            isinstance(part, str)
+            and i >= 2
+            and isinstance(parts[i - 1], int)
+            and isinstance(parts[i - 2], str)
+            and part in _UNION_TAGS.get(parts[i - 2], ())
+        ):
+            continue
+        kept.append(part)
+    return _path(kept)
+
+
+def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
+    out: list[FieldError] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        path = format_loc(loc)
+        msg: str = err["msg"]
+        kind = err["type"]
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            path = _join(path, str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'"))
+            if kind == "union_tag_invalid":
+                ctx = err.get("ctx") or {}
+                msg = f"unknown kind {ctx.get('tag')!r}; known kinds: {ctx.get('expected_tags')}"
+            else:
+                msg = f"missing 'kind'; known kinds: {', '.join(HOOK_KINDS)}"
+        elif kind == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}" if loc else "unknown field"
+        elif kind == "missing":
+            msg = "field required"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        fe = FieldError(path=path, message=msg)
+        if fe not in out:
+            out.append(fe)
+    return out
+
+
+# --- semantic pass -----------------------------------------------------------------------------------
+
+_META_VALIDATOR = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+_JSON_TYPES = "array, boolean, integer, null, number, object, string"
+_COMPATIBLE: dict[str, set[str]] = {
+    "string": {"string"},
+    "integer": {"integer"},
+    "number": {"number", "integer"},
+    "boolean": {"boolean"},
+}
+
+
+def _json_value_errors(value: Any, parts: tuple[str | int, ...]) -> Iterable[tuple[tuple[str | int, ...], str]]:
+    """Things in a tool schema that JSON cannot carry (YAML can): non-string keys, NaN, dates, ..."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                yield parts, f"object keys must be strings, got {k!r}"
+                continue
+            yield from _json_value_errors(v, (*parts, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _json_value_errors(v, (*parts, i))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            yield parts, f"{value!r} is not a JSON number"
+    elif value is not None and not isinstance(value, (str, int, bool)):
+        yield parts, f"{type(value).__name__} values are not JSON (quote it if it is text)"
+
+
+def _schema_message(err: jsonschema.ValidationError) -> str:
+    msg = err.message
+    if err.context:
+        sub = next((c for c in err.context if c.validator == "enum"), err.context[0])
+        msg = f"{msg} ({sub.message})"
+    if err.path and err.path[-1] == "type" and "valid JSON Schema type" not in msg:
+        msg = f"{msg}; a JSON Schema type is one of: {_JSON_TYPES}"
+    return msg
+
+
+@lru_cache(maxsize=512)
+def _schema_errors_cached(schema_json: str) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+    schema = json.loads(schema_json)
+    found = sorted(_META_VALIDATOR.iter_errors(schema), key=lambda e: [str(p) for p in e.path])
+    return tuple((tuple(e.path), _schema_message(e)) for e in found)
+
+
+def _schema_errors(schema: dict[str, Any]) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+    return _schema_errors_cached(json.dumps(schema, ensure_ascii=False))
+
+
+def _schema_types(node: dict[str, Any]) -> set[str] | None:
+    """The JSON types a schema node admits (ignoring null), or None when it does not say."""
+    t = node.get("type")
+    if isinstance(t, str):
+        types = {t}
+    elif isinstance(t, list):
+        types = {x for x in t if isinstance(x, str)}
+    elif "enum" in node or "const" in node:
+        values = node.get("enum") if "enum" in node else [node.get("const")]
+        types = set()
+        for v in values if isinstance(values, list) else []:
+            if isinstance(v, bool):
+                types.add("boolean")
+            elif isinstance(v, int):
+                types.add("integer")
+            elif isinstance(v, float):
+                types.add("number")
+            elif isinstance(v, str):
+                types.add("string")
+            elif v is None:
+                types.add("null")
+    else:
+        return None
+    types.discard("null")
+    return types or None
+
+
+def resolve_param_path(schema: dict[str, Any], dotted: str) -> dict[str, Any] | None:
+    """The schema node a dotted tool-parameter path ("sku", "args.sku") names, or None."""
+    node: Any = schema
+    for segment in dotted.split("."):
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict) or segment not in props or not isinstance(props[segment], dict):
+            return None
+        node = props[segment]
+    return node
+
+
+def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    at = f"tools[{i}]"
+    if t.name == LOAD_SKILL_TOOL:
+        errors.append(
+            FieldError(path=f"{at}.name", message=f"'{LOAD_SKILL_TOOL}' is reserved for the built-in skill loader")
+        )
+    elif t.name in tool_names:
+        errors.append(
+            FieldError(
+                path=f"{at}.name", message=f"duplicate tool name {t.name!r} (first at tools[{tool_names[t.name]}])"
+            )
+        )
+    else:
+        tool_names[t.name] = i
+
+    schema_ok = True
+    bad_values = list(_json_value_errors(t.parameters, ()))
+    for parts, msg in bad_values:
+        errors.append(FieldError(path=_path(parts, f"{at}.parameters"), message=msg))
+    if bad_values:
+        schema_ok = False
+    else:
+        for parts, msg in _schema_errors(t.parameters):
+            errors.append(FieldError(path=_path(parts, f"{at}.parameters"), message=msg))
+            schema_ok = False
+    if schema_ok and t.parameters.get("type") != "object":
+        errors.append(
+            FieldError(
+                path=f"{at}.parameters.type",
+                message=f"the top-level parameters schema must have type 'object', got {t.parameters.get('type')!r}",
+            )
+        )
+        schema_ok = False
+
+    binding = BINDINGS.get(t.binding)
+    if binding is None:
+        errors.append(
+            FieldError(
+                path=f"{at}.binding", message=f"unknown binding {t.binding!r}; known: {', '.join(sorted(BINDINGS))}"
+            )
+        )
+        return errors
+
+    for impl_param, tool_path in t.argument_map.items():
+        where = _join(f"{at}.argument_map", impl_param)
+        bp: BindingParam | None = binding.params.get(impl_param)
+        if bp is None:
+            known = ", ".join(binding.params) or "none"
+            errors.append(
+                FieldError(
+                    path=where,
+                    message=f"binding {t.binding!r} has no parameter {impl_param!r}; its parameters: {known}",
+                )
+            )
+            continue
+        if not schema_ok:
+            continue
+        node = resolve_param_path(t.parameters, tool_path)
+        if node is None:
+            errors.append(
+                FieldError(
+                    path=where,
+                    message=f"tool parameter path {tool_path!r} is not in the "
+                    "parameters schema (use dotted names through 'properties', e.g. 'args.sku')",
+                )
+            )
+            continue
+        types = _schema_types(node)
+        if types is not None and not types <= _COMPATIBLE[bp.json_type]:
+            errors.append(
+                FieldError(
+                    path=where,
+                    message=f"tool parameter {tool_path!r} has type {'/'.join(sorted(types))} but binding "
+                    f"{t.binding!r} parameter {impl_param!r} needs {bp.json_type}",
+                )
+            )
+    for bp in binding.params.values():
+        if bp.required and bp.name not in t.argument_map:
+            errors.append(
+                FieldError(
+                    path=f"{at}.argument_map",
+                    message=f"required implementation parameter {bp.name!r} of binding {t.binding!r} is not mapped",
+                )
+            )
+    return errors
+
+
+def _duplicates(ids: Iterable[str], what: str, path_fmt: str) -> list[FieldError]:
+    seen: dict[str, int] = {}
+    errors: list[FieldError] = []
+    for i, value in enumerate(ids):
+        if value in seen:
+            first = path_fmt.format(i=seen[value]).rsplit(".", 1)[0]
+            errors.append(
+                FieldError(path=path_fmt.format(i=i), message=f"duplicate {what} {value!r} (first at {first})")
+            )
+        else:
+            seen[value] = i
+    return errors
+
+
+def validate_semantics(m: Manifest) -> list[FieldError]:
+    """Cross-field checks on a structurally valid manifest; returns every error found (empty = valid)."""
+    errors: list[FieldError] = []
+    errors += _duplicates((s.id for s in m.skills), "skill id", "skills[{i}].id")
+    if not any(s.kind == "reply" for s in m.skills):
+        errors.append(
+            FieldError(
+                path="skills",
+                message="at least one skill must have kind 'reply' (a reply "
+                "skill must be loaded before every final reply)",
+            )
+        )
+
+    tool_names: dict[str, int] = {}
+    for i, t in enumerate(m.tools):
+        errors += _check_tool(t, i, tool_names)
+
+    known_tools = {t.name for t in m.tools} | {LOAD_SKILL_TOOL}
+    for i, s in enumerate(m.skills):
+        for j, name in enumerate(s.allowed_tools):
+            if name not in known_tools:
+                errors.append(
+                    FieldError(
+                        path=f"skills[{i}].allowed_tools[{j}]",
+                        message=f"unknown tool {name!r}; tools in this manifest: "
+                        f"{', '.join(t.name for t in m.tools) or 'none'}",
+                    )
+                )
+
+    errors += _duplicates((h.id for h in m.hooks), "hook id", "hooks[{i}].id")
+    retry_at = [i for i, h in enumerate(m.hooks) if h.kind == "retry_control"]
+    for i in retry_at[1:]:
+        errors.append(
+            FieldError(
+                path=f"hooks[{i}].kind",
+                message=f"only one retry_control hook is allowed (first at hooks[{retry_at[0]}])",
+            )
+        )
+
+    errors += _duplicates((b.id for b in m.prompt.blocks), "block id", "prompt.blocks[{i}].id")
+
+    c = m.constraints
+    if c.reply_min_chars > c.reply_max_chars:
+        errors.append(
+            FieldError(
+                path="constraints.reply_min_chars",
+                message=f"reply_min_chars ({c.reply_min_chars}) is greater than reply_max_chars ({c.reply_max_chars})",
+            )
+        )
+    return errors
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+
+def parse_manifest(data: Any) -> Manifest:
+    """Validate plain data (from YAML, JSON or a form) into a Manifest; raises ManifestError with all errors."""
+    if not isinstance(data, dict):
+        got = "null" if data is None else type(data).__name__
+        raise ManifestError(
+            [FieldError(path="", message=f"a manifest must be a mapping (object) at the top level, got {got}")]
+        )
+    try:
+        manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
+    except ValidationError as exc:
+        raise ManifestError(_pydantic_errors(exc)) from None
+    errors = validate_semantics(manifest)
+    if errors:
+        raise ManifestError(errors)
+    return manifest
+
+
+def _check_size(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ManifestError(
+                [FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")]
+            )
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ManifestError([FieldError(path="", message=f"manifest text is not UTF-8: {exc}")]) from None
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
+        raise ManifestError([FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")])
+    return text
+
+
+# libyaml's parser when the wheel has it (about 10x faster); same nodes, marks and errors.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _TooManyNodes(Exception):
+    pass
+
+
+def _yaml_duplicates(
+    node: yaml.Node, parts: tuple[str | int, ...], errors: list[FieldError], budget: list[int]
+) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyNodes
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            key_part: str = key.value if isinstance(key, yaml.ScalarNode) else "?"
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                ident = (key.tag, key.value)
+                if ident in seen:
+                    errors.append(
+                        FieldError(
+                            path=_path((*parts, key_part)),
+                            message=f"duplicate key {key.value!r} at line {key.start_mark.line + 1}, column "
+                            f"{key.start_mark.column + 1} (first at line {seen[ident] + 1})",
+                        )
+                    )
+                else:
+                    seen[ident] = key.start_mark.line
+            _yaml_duplicates(value, (*parts, key_part), errors, budget)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _yaml_duplicates(item, (*parts, i), errors, budget)
+
+
+def _yaml_error(exc: yaml.YAMLError) -> ManifestError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    detail = f"{context}: {problem}" if context else problem
+    return ManifestError([FieldError(path="", message=f"invalid YAML{where}: {detail}")])
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """Safe-load one YAML document; duplicate keys are errors (PyYAML silently keeps the last one)."""
+    text = _check_size(text)
+    loader = _SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        errors: list[FieldError] = []
+        try:
+            _yaml_duplicates(node, (), errors, [MAX_YAML_NODES])
+        except _TooManyNodes:
+            raise ManifestError(
+                [FieldError(path="", message=f"YAML expands to more than {MAX_YAML_NODES} nodes (aliases?)")]
+            ) from None
+        if errors:
+            raise ManifestError(errors)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc) from None
+    finally:
+        loader.dispose()
+
+
+class _PairsDict(dict):
+    """A dict that remembers keys that appeared twice in the JSON text."""
+
+    duplicates: list[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = _PairsDict()
+    d.duplicates = []
+    for k, v in pairs:
+        if k in d:
+            d.duplicates.append(k)
+        d[k] = v
+    return d
+
+
+def _json_duplicates(value: Any, parts: tuple[str | int, ...], errors: list[FieldError]) -> Any:
+    """Report duplicate keys and return the same data with plain dicts."""
+    if isinstance(value, dict):
+        for k in getattr(value, "duplicates", ()):
+            errors.append(FieldError(path=_path((*parts, k)), message=f"duplicate key {k!r}"))
+        return {k: _json_duplicates(v, (*parts, k), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_duplicates(v, (*parts, i), errors) for i, v in enumerate(value)]
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(text: str | bytes) -> Any:
+    text = _check_size(text)
+    try:
+        raw = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(
+            [FieldError(path="", message=f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")]
+        ) from None
+    except ValueError as exc:
+        raise ManifestError([FieldError(path="", message=f"invalid JSON: {exc}")]) from None
+    errors: list[FieldError] = []
+    data = _json_duplicates(raw, (), errors)
+    if errors:
+        raise ManifestError(errors)
+    return data
+
+
+def manifest_from_yaml(text: str | bytes) -> Manifest:
+    return parse_manifest(load_yaml(text))
+
+
+def manifest_from_json(text: str | bytes) -> Manifest:
+    return parse_manifest(load_json(text))
+
+
+# --- export ------------------------------------------------------------------------------------------
+
+
+def manifest_to_json(m: Manifest) -> str:
+    """Canonical JSON: compact, declared field order, dict order kept (never sorted)."""
+    return m.model_dump_json()
+
+
+def content_hash(m: Manifest) -> str:
+    return hashlib.sha256(manifest_to_json(m).encode("utf-8")).hexdigest()
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings as ``|`` literals so Markdown bodies stay readable in review."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def manifest_to_yaml(m: Manifest) -> str:
+    return yaml.dump(
+        m.model_dump(mode="json"),
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
+    )
