@@ -24,6 +24,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from console import roles
 from console.errors import DomainError, EditConflict
+from harness_editor.schemas import ManifestError
+from harness_editor.selectors import audit_list
 
 
 # --- errors -------------------------------------------------------------------------------------------
@@ -52,8 +54,6 @@ def _body(detail: str, code: str, errors: list[dict] | None = None, **extra) -> 
 
 
 def exception_handler(exc, context):
-    from harness_editor.schemas import ManifestError
-
     if isinstance(exc, DomainError):
         extra = {}
         if isinstance(exc, EditConflict):
@@ -178,11 +178,10 @@ class AuditListApi(ApiView):
 
     @extend_schema(
         operation_id="audit_list",
-        parameters=[OpenApiParameter("scope", OpenApiTypes.STR, description="only this scope, e.g. harness:glow-gadget")],
+        parameters=[OpenApiParameter("scope", OpenApiTypes.STR,
+                                     description="only this scope, e.g. harness:glow-gadget")],
         responses={200: OutputSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
     )
     def get(self, request):
-        from harness_editor.selectors import audit_list
-
         scope = request.query_params.get("scope") or None
         return paginated_response(view=self, queryset=audit_list(scope=scope), serializer_class=self.OutputSerializer)

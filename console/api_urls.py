@@ -1,0 +1,40 @@
+"""REST API routes, mounted at /api/ by console.urls (schema at /api/schema/, Swagger UI at /api/docs/)."""
+
+from django.urls import path
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework.authtoken.views import ObtainAuthToken
+
+from console.apis import AuditListApi
+from harness_editor import apis as harness_apis
+
+
+@extend_schema_view(post=extend_schema(tags=["auth"], operation_id="auth_token_create",
+                                       description="Exchange a username and password for an API token; send "
+                                                   "it as 'Authorization: Token <key>'."))
+class TokenApi(ObtainAuthToken):
+    pass
+
+
+H = "harnesses/<slug:slug>/"
+V = H + "versions/<int:number>/"
+L = H + "labels/<str:name>/"
+
+urlpatterns = [
+    path("auth/token/", TokenApi.as_view(), name="api-token"),
+    path("harnesses/", harness_apis.HarnessListCreateApi.as_view(), name="api-harness-list"),
+    path(H, harness_apis.HarnessDetailApi.as_view(), name="api-harness-detail"),
+    path(H + "versions/", harness_apis.VersionListCreateApi.as_view(), name="api-version-list"),
+    path(V, harness_apis.VersionDetailApi.as_view(), name="api-version-detail"),
+    path(V + "export/", harness_apis.VersionExportApi.as_view(), name="api-version-export"),
+    path(V + "submit", harness_apis.VersionSubmitApi.as_view(), name="api-version-submit"),
+    path(V + "approve", harness_apis.VersionApproveApi.as_view(), name="api-version-approve"),
+    path(V + "reject", harness_apis.VersionRejectApi.as_view(), name="api-version-reject"),
+    path(V + "render", harness_apis.VersionRenderApi.as_view(), name="api-version-render"),
+    path(H + "diff/", harness_apis.HarnessDiffApi.as_view(), name="api-harness-diff"),
+    path(H + "labels/", harness_apis.LabelListApi.as_view(), name="api-label-list"),
+    path(L, harness_apis.LabelDetailApi.as_view(), name="api-label-detail"),
+    path(L + "rollback", harness_apis.LabelRollbackApi.as_view(), name="api-label-rollback"),
+    path(L + "history", harness_apis.LabelHistoryApi.as_view(), name="api-label-history"),
+    path("audit/", AuditListApi.as_view(), name="api-audit"),
+    path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
+]
