@@ -67,6 +67,14 @@ def review_queue() -> QuerySet[HarnessVersion]:
     )
 
 
+def draft_list(*, author) -> QuerySet[HarnessVersion]:
+    """The drafts ``author`` is working on, newest first, without manifest text."""
+    return (
+        HarnessVersion.objects.filter(status=HarnessVersion.Status.DRAFT, author=author)
+        .select_related("harness").defer("manifest_json").order_by("-updated_at")
+    )
+
+
 def audit_list(*, scope: str | None = None) -> QuerySet[AuditEvent]:
     qs = AuditEvent.objects.select_related("actor").order_by("-id")
     if scope:

@@ -7,6 +7,8 @@ Role checks happen in views/APIs (403 before any work) and again here for the ru
 
 from __future__ import annotations
 
+import re
+
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -18,6 +20,7 @@ from harness_editor.models import Harness, HarnessVersion, Label
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
 
 Status = HarnessVersion.Status
+SLUG_RE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 
 
 def _scope(harness: Harness) -> str:
@@ -33,6 +36,9 @@ def harness_create(*, user, slug: str, name: str, description: str = "", manifes
                    change_note: str = "Initial version") -> HarnessVersion:
     """Create a harness with its first version as a draft."""
     _require(user, roles.ADD_HARNESS, "create harnesses")
+    if not SLUG_RE.fullmatch(slug or ""):
+        raise ValidationFailed("invalid slug", errors=[
+            {"path": "slug", "message": "use 1-64 lowercase letters, digits and hyphens, starting with a letter"}])
     with transaction.atomic():
         if Harness.objects.filter(slug=slug).exists():
             raise ValidationFailed("a harness with this slug exists", errors=[

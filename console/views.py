@@ -1,0 +1,66 @@
+"""Console pages: the home dashboard and the audit timeline.
+
+Typed function views: authorise, call selectors, render. ``role_required`` is the one gate every page of
+the console uses: anonymous → login page, a signed-in user whose role lacks the permission → 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from console import roles
+from harness_editor import selectors
+
+TIMELINE_PAGE_SIZE = 50
+
+
+def role_required(perm: str) -> Callable:
+    """Login first (redirect to the login page), then the role's permission (403)."""
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not request.user.has_perm(perm):
+                raise PermissionDenied("your role does not allow this page")
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapped)
+
+    return decorator
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    is_reviewer = user.has_perm(roles.REVIEW_VERSION)
+    context = {
+        "harnesses": selectors.harness_list(),
+        "review_queue": list(selectors.review_queue()[:50]) if is_reviewer else None,
+        "recent_events": selectors.audit_list()[:15],
+        "my_drafts": list(selectors.draft_list(author=user)[:50]) if user.has_perm(roles.EDIT_DRAFT) else None,
+        "can_add_harness": user.has_perm(roles.ADD_HARNESS),
+    }
+    return render(request, "console/home.html", context)
+
+
+@role_required(roles.VIEW_AUDIT)
+@require_GET
+def timeline(request: HttpRequest) -> HttpResponse:
+    scope = request.GET.get("scope", "").strip()
+    page = Paginator(selectors.audit_list(scope=scope or None), TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "scope": scope,
+        "scopes": [(f"harness:{h.slug}", h.name) for h in selectors.harness_list()],
+    }
+    template = "console/timeline.html#events" if request.htmx else "console/timeline.html"
+    return render(request, template, context)

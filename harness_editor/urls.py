@@ -1,0 +1,28 @@
+"""Harness pages (mounted at "harnesses/" by console.urls)."""
+
+from django.urls import path
+
+from harness_editor import views
+
+app_name = "harness_editor"
+
+H = "<slug:slug>/"
+V = H + "v<int:number>/"
+
+urlpatterns = [
+    path("", views.harness_list, name="list"),
+    path("new/", views.harness_new, name="new"),
+    path(H, views.harness_detail, name="detail"),
+    path(H + "diff/", views.version_diff, name="diff"),
+    path(H + "labels/move/", views.label_move, name="label_move"),
+    path(H + "labels/<str:name>/rollback/", views.label_rollback, name="label_rollback"),
+    path(V, views.version_detail, name="version"),
+    path(V + "edit/", views.version_edit, name="edit"),
+    path(V + "validate/", views.version_validate, name="validate"),
+    path(V + "submit/", views.version_submit, name="submit"),
+    path(V + "discard/", views.version_discard, name="discard"),
+    path(V + "approve/", views.version_approve, name="approve"),
+    path(V + "reject/", views.version_reject, name="reject"),
+    path(V + "new-draft/", views.version_new_draft, name="new_draft"),
+    path(V + "export.<str:fmt>", views.version_export, name="export"),
+]

@@ -1,0 +1,522 @@
+"""Harness pages: list, detail (history, labels, diff picker), version, diff, editor.
+
+Each view: parse the request → authorise (``role_required`` for the role, then what is about this user and
+object) → call one service or selector → render. One view serves its page and, for htmx requests, the
+fragment it updates (django-template-partials: ``"file.html#partial"``). Domain errors from
+:mod:`console.errors` are shown inline with their message and their HTTP status, never a 500.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console import roles
+from console.errors import DomainError, EditConflict
+from console.views import role_required
+from harness_editor import forms as editor_forms
+from harness_editor import selectors, services
+from harness_editor.forms import COMPONENTS, DecisionForm, EditorForm, HarnessCreateForm, LabelMoveForm
+from harness_editor.models import Harness, HarnessVersion
+from harness_editor.render import render_prompt, render_skill_body
+from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml, parse_manifest
+
+HISTORY_PAGE_SIZE = 50
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_MANIFEST = DEMO_DIR / "skincare_v1.yaml"
+SAMPLE_COMMENTS = (
+    {"viewer": "lily_88", "text": "Is the serum #101 still on sale? My skin is sensitive, will it work for me?"},
+)
+Status = HarnessVersion.Status
+
+
+# --- lookups and shared helpers ------------------------------------------------------------------------
+
+
+def _harness_or_404(slug: str) -> Harness:
+    try:
+        return selectors.harness_get(slug=slug)
+    except Harness.DoesNotExist:
+        raise Http404(f"no harness '{slug}'") from None
+
+
+def _version_or_404(harness: Harness, number: int) -> HarnessVersion:
+    try:
+        return selectors.version_get(harness=harness, number=number)
+    except HarnessVersion.DoesNotExist:
+        raise Http404(f"{harness.slug} has no version {number}") from None
+
+
+@lru_cache(maxsize=1)
+def _demo_room() -> dict:
+    return yaml.safe_load(DEMO_DIR.joinpath("room.yaml").read_text(encoding="utf-8"))
+
+
+def prompt_preview(manifest: Manifest) -> dict[str, Any]:
+    """Exactly what the model would receive for a sample viewer comment in the demo room."""
+    rendered = render_prompt(manifest, room=copy.deepcopy(_demo_room()), comments=SAMPLE_COMMENTS)
+    return {
+        "system_text": rendered.system_text,
+        "messages": rendered.messages,
+        "messages_json": json.dumps(rendered.messages, indent=2, ensure_ascii=False),
+        "tools_json": json.dumps(rendered.tools, indent=2, ensure_ascii=False),
+        "tool_count": len(rendered.tools),
+        "tokens": rendered.estimated_tokens(),
+        "skill_bodies": [{"id": s.id, "text": render_skill_body(manifest, s.id)} for s in manifest.skills],
+        "comments": SAMPLE_COMMENTS,
+    }
+
+
+def _diff_lines(text_diff: Any) -> list[dict[str, str]]:
+    """A unified text diff (string or list of lines) as lines with a CSS class each."""
+    if not text_diff:
+        return []
+    lines = text_diff.splitlines() if isinstance(text_diff, str) else [str(x).rstrip("\n") for x in text_diff]
+    out = []
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            css = "meta"
+        elif line.startswith("@@"):
+            css = "hunk"
+        elif line.startswith("+"):
+            css = "add"
+        elif line.startswith("-"):
+            css = "del"
+        else:
+            css = "ctx"
+        out.append({"css": css, "text": line})
+    return out
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def diff_context(diff) -> dict[str, Any]:
+    """Group a ManifestDiff by component for the template, breaking changes first within each."""
+    groups: dict[str, list] = {}
+    for change in diff.changes:
+        lines = _diff_lines(getattr(change, "text_diff", None))
+        groups.setdefault(change.component, []).append({
+            "c": change,
+            "lines": lines,
+            "before": "" if lines else _value_text(change.before),
+            "after": "" if lines else _value_text(change.after),
+        })
+    return {
+        "groups": [{"component": name, "title": COMPONENT_TITLES.get(name, name),
+                    "changes": sorted(items, key=lambda x: not x["c"].breaking)}
+                   for name, items in sorted(groups.items(), key=lambda kv: _component_order(kv[0]))],
+        "breaking_count": len(diff.breaking_changes()),
+        "change_count": len(diff.changes),
+        "summary": ", ".join(f"{COMPONENT_TITLES.get(k, k).lower()}: {n}" for k, n in diff.summary().items()),
+    }
+
+
+COMPONENT_TITLES = {"manifest": "Manifest", "skill": "Skills", "tool": "Tools", "hook": "Hooks",
+                    "prompt_block": "Prompt blocks", "prompt": "Prompt", "constraint": "Constraints"}
+
+
+def _component_order(name: str) -> int:
+    order = list(COMPONENT_TITLES)
+    return order.index(name) if name in order else len(order)
+
+
+# --- harness list and creation ---------------------------------------------------------------------------
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def harness_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "harness_editor/harness_list.html", {
+        "harnesses": selectors.harness_list(),
+        "can_add": request.user.has_perm(roles.ADD_HARNESS),
+    })
+
+
+@role_required(roles.ADD_HARNESS)
+@require_http_methods(["GET", "POST"])
+def harness_new(request: HttpRequest) -> HttpResponse:
+    manifest_errors: list[FieldError] = []
+    if request.method == "GET":
+        form = HarnessCreateForm()
+        return render(request, "harness_editor/harness_new.html", {"form": form})
+    form = HarnessCreateForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            text, fmt = form.manifest_text_for(DEMO_MANIFEST)
+            manifest = editor_forms.parse_manifest_text(text, fmt)
+            version = services.harness_create(
+                user=request.user, slug=form.cleaned_data["slug"], name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"], manifest=manifest,
+                change_note=form.cleaned_data["change_note"] or "Initial version")
+        except ManifestError as exc:
+            manifest_errors = exc.errors
+        except DomainError as exc:
+            editor_forms.add_domain_errors(form, exc.errors or [{"path": None, "message": exc.message}])
+        else:
+            messages.success(request, f"Created {version.harness.name} with draft v{version.number}.")
+            return redirect("harness_editor:version", slug=version.harness.slug, number=version.number)
+    return render(request, "harness_editor/harness_new.html",
+                  {"form": form, "manifest_errors": manifest_errors}, status=400)
+
+
+# --- harness detail: history, labels, diff picker ---------------------------------------------------------
+
+
+def _detail_context(request: HttpRequest, harness: Harness, *, move_form: LabelMoveForm | None = None,
+                    label_error: DomainError | None = None) -> dict[str, Any]:
+    page = Paginator(selectors.version_history(harness=harness), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    labels = list(selectors.label_list(harness=harness))
+    labels_by_version: dict[int, list[str]] = {}
+    for label in labels:
+        labels_by_version.setdefault(label.version_id, []).append(label.name)
+    for v in page.object_list:
+        v.label_names = labels_by_version.get(v.id, [])
+    approved = list(selectors.version_history(harness=harness).filter(status=Status.APPROVED)
+                    .values_list("number", flat=True))
+    if move_form is None:
+        move_form = LabelMoveForm(initial={"name": "production", "version": approved[0] if approved else None},
+                                  approved_numbers=approved)
+    return {
+        "harness": harness,
+        "page": page,
+        "labels": labels,
+        "label_moves": selectors.audit_list(scope=f"harness:{harness.slug}").filter(action="label.moved")[:20],
+        "move_form": move_form,
+        "label_error": label_error,
+        "can_move": request.user.has_perm(roles.MOVE_LABEL),
+        "can_add": request.user.has_perm(roles.ADD_HARNESS),
+    }
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def harness_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    harness = _harness_or_404(slug)
+    context = _detail_context(request, harness)
+    template = "harness_editor/harness_detail.html"
+    if request.htmx and request.htmx.target == "history":
+        template += "#history"
+    return render(request, template, context)
+
+
+@role_required(roles.MOVE_LABEL)
+@require_POST
+def label_move(request: HttpRequest, slug: str) -> HttpResponse:
+    harness = _harness_or_404(slug)
+    approved = list(selectors.version_history(harness=harness).filter(status=Status.APPROVED)
+                    .values_list("number", flat=True))
+    form = LabelMoveForm(request.POST, approved_numbers=approved)
+    if form.is_valid():
+        name, number = form.cleaned_data["name"].strip(), form.cleaned_data["version"]
+        try:
+            version = selectors.version_get(harness=harness, number=number)
+            label = services.label_move(user=request.user, harness=harness, name=name, version=version,
+                                        comment=form.cleaned_data["comment"])
+        except DomainError as exc:
+            editor_forms.add_domain_errors(form, exc.errors or [{"path": None, "message": exc.message}])
+            status = exc.status_code
+        else:
+            messages.success(request, f"Moved '{label.name}' to v{label.version.number}.")
+            return redirect("harness_editor:detail", slug=harness.slug)
+    else:
+        status = 400
+    return render(request, "harness_editor/harness_detail.html",
+                  _detail_context(request, harness, move_form=form), status=status)
+
+
+@role_required(roles.MOVE_LABEL)
+@require_POST
+def label_rollback(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    harness = _harness_or_404(slug)
+    try:
+        label = services.label_rollback(user=request.user, harness=harness, name=name,
+                                        comment=request.POST.get("comment", "").strip())
+    except DomainError as exc:
+        return render(request, "harness_editor/harness_detail.html",
+                      _detail_context(request, harness, label_error=exc), status=exc.status_code)
+    messages.success(request, f"Rolled '{label.name}' back to v{label.version.number}.")
+    return redirect("harness_editor:detail", slug=harness.slug)
+
+
+# --- version page and its actions -------------------------------------------------------------------------
+
+
+def _version_actions(user, version: HarnessVersion) -> dict[str, bool]:
+    is_author = version.author_id == user.id
+    draft = version.status == Status.DRAFT
+    return {
+        "is_author": is_author,
+        "can_edit": draft and is_author and user.has_perm(roles.EDIT_DRAFT),
+        "can_submit": draft and is_author and user.has_perm(roles.SUBMIT_VERSION),
+        "can_discard": draft and is_author and user.has_perm(roles.EDIT_DRAFT),
+        "can_new_draft": user.has_perm(roles.EDIT_DRAFT),
+        # Four eyes: the author never sees the buttons, whatever their roles.
+        "can_review": version.status == Status.SUBMITTED and not is_author and user.has_perm(roles.REVIEW_VERSION),
+        "author_is_reviewer": version.status == Status.SUBMITTED and is_author
+        and user.has_perm(roles.REVIEW_VERSION),
+    }
+
+
+def _render_version(request: HttpRequest, version: HarnessVersion, *, status: int = 200,
+                    action_error: DomainError | None = None, decision_form: DecisionForm | None = None
+                    ) -> HttpResponse:
+    parent = version.parent
+    context = {
+        "harness": version.harness,
+        "version": version,
+        "labels": selectors.version_labels(version=version),
+        "actions": _version_actions(request.user, version),
+        "action_error": action_error,
+        "decision_form": decision_form or DecisionForm(),
+        "preview": prompt_preview(version.manifest),
+        "diff": diff_context(selectors.version_diff(old=parent, new=version)) if parent else None,
+        "parent": parent,
+    }
+    return render(request, "harness_editor/version_detail.html", context, status=status)
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def version_detail(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    return _render_version(request, _version_or_404(_harness_or_404(slug), number))
+
+
+@role_required(roles.SUBMIT_VERSION)
+@require_POST
+def version_submit(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    version = _version_or_404(_harness_or_404(slug), number)
+    try:
+        services.version_submit(user=request.user, version=version, comment=request.POST.get("comment", "").strip())
+    except DomainError as exc:
+        return _render_version(request, version, status=exc.status_code, action_error=exc)
+    messages.success(request, f"v{version.number} is submitted for review.")
+    return redirect("harness_editor:version", slug=slug, number=number)
+
+
+@role_required(roles.EDIT_DRAFT)
+@require_POST
+def version_discard(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    version = _version_or_404(_harness_or_404(slug), number)
+    try:
+        services.version_discard_draft(user=request.user, version=version)
+    except DomainError as exc:
+        return _render_version(request, version, status=exc.status_code, action_error=exc)
+    messages.success(request, f"Draft v{number} was discarded.")
+    return redirect("harness_editor:detail", slug=slug)
+
+
+@role_required(roles.REVIEW_VERSION)
+@require_POST
+def version_approve(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    version = _version_or_404(_harness_or_404(slug), number)
+    form = DecisionForm(request.POST)
+    form.is_valid()
+    try:
+        services.version_approve(user=request.user, version=version, comment=form.cleaned_data.get("comment", ""))
+    except DomainError as exc:
+        return _render_version(request, version, status=exc.status_code, action_error=exc, decision_form=form)
+    messages.success(request, f"v{number} is approved.")
+    return redirect("harness_editor:version", slug=slug, number=number)
+
+
+@role_required(roles.REVIEW_VERSION)
+@require_POST
+def version_reject(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    version = _version_or_404(_harness_or_404(slug), number)
+    form = DecisionForm(request.POST)
+    form.is_valid()
+    try:
+        services.version_reject(user=request.user, version=version, comment=form.cleaned_data.get("comment", ""))
+    except DomainError as exc:
+        editor_forms.add_domain_errors(form, exc.errors)
+        return _render_version(request, version, status=exc.status_code, action_error=exc, decision_form=form)
+    messages.success(request, f"v{number} is rejected.")
+    return redirect("harness_editor:version", slug=slug, number=number)
+
+
+@role_required(roles.EDIT_DRAFT)
+@require_POST
+def version_new_draft(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    harness = _harness_or_404(slug)
+    version = _version_or_404(harness, number)
+    try:
+        draft = services.version_create_draft(
+            user=request.user, harness=harness, manifest=version.manifest, parent=version,
+            change_note=request.POST.get("change_note", "").strip() or f"Draft from v{number}")
+    except DomainError as exc:
+        return _render_version(request, version, status=exc.status_code, action_error=exc)
+    messages.success(request, f"Started draft v{draft.number} from v{number}.")
+    return redirect("harness_editor:edit", slug=slug, number=draft.number)
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def version_export(request: HttpRequest, slug: str, number: int, fmt: str) -> HttpResponse:
+    version = _version_or_404(_harness_or_404(slug), number)
+    if fmt == "yaml":
+        body, content_type = manifest_to_yaml(version.manifest), "application/yaml; charset=utf-8"
+    elif fmt == "json":
+        body = json.dumps(json.loads(version.manifest_json), indent=2, ensure_ascii=False) + "\n"
+        content_type = "application/json; charset=utf-8"
+    else:
+        raise Http404("export as yaml or json")
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{slug}-v{number}.{fmt}"'
+    return response
+
+
+# --- diff --------------------------------------------------------------------------------------------
+
+
+@role_required(roles.VIEW_HARNESS)
+@require_GET
+def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
+    harness = _harness_or_404(slug)
+    numbers = list(selectors.version_history(harness=harness).values_list("number", flat=True))
+    context: dict[str, Any] = {"harness": harness, "numbers": numbers, "a": None, "b": None, "diff": None,
+                               "error": None}
+    raw_a, raw_b = request.GET.get("a", ""), request.GET.get("b", "")
+    if not raw_a and not raw_b:
+        return render(request, "harness_editor/diff.html", context)
+    try:
+        a, b = int(raw_a), int(raw_b)
+    except ValueError:
+        context["error"] = "choose two versions: a and b must be version numbers"
+        return render(request, "harness_editor/diff.html", context, status=400)
+    old, new = _version_or_404(harness, a), _version_or_404(harness, b)
+    context.update(a=old, b=new, diff=diff_context(selectors.version_diff(old=old, new=new)))
+    return render(request, "harness_editor/diff.html", context)
+
+
+# --- editor ------------------------------------------------------------------------------------------
+
+
+def _editable_draft(request: HttpRequest, slug: str, number: int) -> HarnessVersion:
+    """The draft, if this user may edit it: only its author, only while it is a draft."""
+    version = _version_or_404(_harness_or_404(slug), number)
+    if version.author_id != request.user.id:
+        raise PermissionDenied("only the author edits a draft; start your own draft from this version")
+    return version
+
+
+def _component(value: str | None) -> str:
+    return value if value in COMPONENTS else "skills"
+
+
+def _read_form(request: HttpRequest, version: HarnessVersion) -> EditorForm:
+    component = _component(request.POST.get("component"))
+    try:
+        lock = int(request.POST.get("lock_version", ""))
+    except ValueError:
+        lock = 0  # never a real lock_version: saving reports a conflict instead of overwriting
+    state = editor_forms.state_from_post(component, request.POST)
+    return EditorForm(component=component, state=state, lock_version=lock,
+                      change_note=request.POST.get("change_note", version.change_note).replace("\r\n", "\n"))
+
+
+def _parse_form(form: EditorForm, base: dict) -> Manifest | None:
+    """Build the manifest from the form; on failure fill ``form.errors`` (every error, with its path)."""
+    data, read_errors = editor_forms.manifest_data_from_state(form.component, form.state, base)
+    try:
+        manifest = parse_manifest(data)
+    except ManifestError as exc:
+        form.errors = editor_forms.merge_errors(read_errors, exc.errors)
+        return None
+    if read_errors:
+        form.errors = read_errors
+        return None
+    return manifest
+
+
+def _render_editor(request: HttpRequest, version: HarnessVersion, form: EditorForm, *, status: int = 200,
+                   manifest: Manifest | None = None, conflict: EditConflict | None = None,
+                   notice: str = "", action_error: DomainError | None = None) -> HttpResponse:
+    base = version.manifest.model_dump(mode="json")
+    preview_of = manifest or version.manifest
+    context = {
+        "harness": version.harness,
+        "version": version,
+        "form": form,
+        "components": COMPONENTS,
+        "view": editor_forms.editor_view(form.component, form.state, form.errors, base),
+        "errors": form.errors,
+        "preview": prompt_preview(preview_of),
+        "preview_is_saved": manifest is None and bool(form.errors),
+        "conflict": conflict,
+        "notice": notice,
+        "action_error": action_error,
+    }
+    return render(request, "harness_editor/editor.html", context, status=status)
+
+
+@role_required(roles.EDIT_DRAFT)
+@require_http_methods(["GET", "POST"])
+def version_edit(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    version = _editable_draft(request, slug, number)
+    if version.status != Status.DRAFT:
+        messages.warning(request, f"v{number} is {version.status} and can no longer be edited; "
+                                  "start a new draft from it instead.")
+        return redirect("harness_editor:version", slug=slug, number=number)
+    if request.method == "GET":
+        component = _component(request.GET.get("tab"))
+        form = EditorForm(component=component, lock_version=version.lock_version, change_note=version.change_note,
+                          state=editor_forms.state_from_manifest(component, version.manifest.model_dump(mode="json")))
+        return _render_editor(request, version, form)
+
+    form = _read_form(request, version)
+    op = request.POST.get("op", "save")
+    if op != "save":  # check, or add / remove / move a row: show the result, save nothing
+        editor_forms.apply_op(form.component, form.state, op, hook_kind=request.POST.get("new_hook_kind", ""))
+        manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
+        notice = "Checked; nothing was saved." if op == "check" else "Not saved yet: press Save to keep this change."
+        return _render_editor(request, version, form, manifest=manifest, notice=notice)
+    manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
+    if manifest is None:
+        return _render_editor(request, version, form, status=400)
+    try:
+        services.version_save_draft(user=request.user, version=version, manifest=manifest,
+                                    lock_version=form.lock_version, change_note=form.change_note)
+    except EditConflict as exc:
+        return _render_editor(request, version, form, status=409, manifest=manifest, conflict=exc)
+    except DomainError as exc:
+        return _render_editor(request, version, form, status=exc.status_code, manifest=manifest, action_error=exc)
+    messages.success(request, f"Saved v{number} ({COMPONENTS[form.component].lower()}).")
+    return redirect(f"{reverse('harness_editor:edit', args=[slug, number])}?tab={form.component}")
+
+
+@role_required(roles.EDIT_DRAFT)
+@require_POST
+def version_validate(request: HttpRequest, slug: str, number: int) -> HttpResponse:
+    """Live validation for the editor (htmx): the errors and the preview of what is typed, saving nothing."""
+    version = _editable_draft(request, slug, number)
+    form = _read_form(request, version)
+    manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
+    if not request.htmx:
+        return _render_editor(request, version, form, manifest=manifest, notice="Checked; nothing was saved.")
+    return render(request, "harness_editor/editor.html#live", {
+        "harness": version.harness,
+        "version": version,
+        "form": form,
+        "errors": form.errors,
+        "preview": prompt_preview(manifest or version.manifest),
+        "preview_is_saved": manifest is None,
+        "validated": True,
+    })
