@@ -25,7 +25,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from console import roles
 from console.errors import DomainError, EditConflict
 from harness_editor.schemas import ManifestError
-from harness_editor.selectors import audit_list
+from console.selectors import audit_list
 
 
 # --- errors -------------------------------------------------------------------------------------------

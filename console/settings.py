@@ -94,13 +94,14 @@ if ENV.celery_broker_url or ENV.redis_url:
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
     CELERY_RESULT_BACKEND = ENV.redis_url
 else:
-    for sub in ("in", "processed"):
+    for sub in ("in", "processed", "control"):
         (CELERY_QUEUE_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_QUEUE_DIR / "in"),
         "data_folder_out": str(CELERY_QUEUE_DIR / "in"),
         "processed_folder": str(CELERY_QUEUE_DIR / "processed"),
+        "control_folder": str(CELERY_QUEUE_DIR / "control"),
         "store_processed": False,
     }
     CELERY_RESULT_BACKEND = f"file://{CELERY_QUEUE_DIR / 'results'}"

@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console import roles
+from console import selectors as audit_selectors
 from harness_editor import selectors
 
 TIMELINE_PAGE_SIZE = 50
@@ -45,7 +46,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "harnesses": selectors.harness_list(),
         "review_queue": list(selectors.review_queue()[:50]) if is_reviewer else None,
-        "recent_events": selectors.audit_list()[:15],
+        "recent_events": audit_selectors.audit_list()[:15],
         "my_drafts": list(selectors.draft_list(author=user)[:50]) if user.has_perm(roles.EDIT_DRAFT) else None,
         "can_add_harness": user.has_perm(roles.ADD_HARNESS),
     }
@@ -56,7 +57,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 def timeline(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", "").strip()
-    page = Paginator(selectors.audit_list(scope=scope or None), TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(audit_selectors.audit_list(scope=scope or None), TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "scope": scope,

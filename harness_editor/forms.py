@@ -86,12 +86,11 @@ def parse_manifest_text(text: str, fmt: str) -> Manifest:
 
 class LabelMoveForm(forms.Form):
     name = forms.CharField(max_length=64, label="Label", help_text="production, staging or room:<id>")
-    version = forms.TypedChoiceField(coerce=int, label="Approved version")
+    # A number with suggestions (the latest approved versions), not a <select> of the whole history:
+    # the page must stay the same size whether the harness has 10 versions or 10,000.
+    version = forms.IntegerField(min_value=1, label="Approved version",
+                                 widget=forms.NumberInput(attrs={"list": "approved-versions", "class": "narrow"}))
     comment = forms.CharField(max_length=2000, required=False)
-
-    def __init__(self, *args, approved_numbers: list[int] = (), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["version"].choices = [(n, f"v{n}") for n in approved_numbers]
 
 
 class DecisionForm(forms.Form):

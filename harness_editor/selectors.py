@@ -73,10 +73,3 @@ def draft_list(*, author) -> QuerySet[HarnessVersion]:
         HarnessVersion.objects.filter(status=HarnessVersion.Status.DRAFT, author=author)
         .select_related("harness").defer("manifest_json").order_by("-updated_at")
     )
-
-
-def audit_list(*, scope: str | None = None) -> QuerySet[AuditEvent]:
-    qs = AuditEvent.objects.select_related("actor").order_by("-id")
-    if scope:
-        qs = qs.filter(scope=scope)
-    return qs

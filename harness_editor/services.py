@@ -21,6 +21,7 @@ from harness_editor.schemas import Manifest, content_hash, manifest_to_json
 
 Status = HarnessVersion.Status
 SLUG_RE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+RESERVED_SLUGS = {"new"}  # /harnesses/new/ is the create page
 
 
 def _scope(harness: Harness) -> str:
@@ -39,6 +40,8 @@ def harness_create(*, user, slug: str, name: str, description: str = "", manifes
     if not SLUG_RE.fullmatch(slug or ""):
         raise ValidationFailed("invalid slug", errors=[
             {"path": "slug", "message": "use 1-64 lowercase letters, digits and hyphens, starting with a letter"}])
+    if slug in RESERVED_SLUGS:
+        raise ValidationFailed("reserved slug", errors=[{"path": "slug", "message": f"'{slug}' is reserved"}])
     with transaction.atomic():
         if Harness.objects.filter(slug=slug).exists():
             raise ValidationFailed("a harness with this slug exists", errors=[

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
+from console import selectors as audit_selectors
 from console.errors import DomainError, EditConflict
 from console.views import role_required
 from harness_editor import forms as editor_forms
@@ -34,6 +35,7 @@ from harness_editor.render import render_prompt, render_skill_body
 from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml, parse_manifest
 
 HISTORY_PAGE_SIZE = 50
+SUGGESTED_VERSIONS = 20  # version numbers offered as suggestions in forms (typing any number works)
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_MANIFEST = DEMO_DIR / "skincare_v1.yaml"
 SAMPLE_COMMENTS = (
@@ -190,15 +192,15 @@ def _detail_context(request: HttpRequest, harness: Harness, *, move_form: LabelM
     for v in page.object_list:
         v.label_names = labels_by_version.get(v.id, [])
     approved = list(selectors.version_history(harness=harness).filter(status=Status.APPROVED)
-                    .values_list("number", flat=True))
+                    .values_list("number", flat=True)[:SUGGESTED_VERSIONS])
     if move_form is None:
-        move_form = LabelMoveForm(initial={"name": "production", "version": approved[0] if approved else None},
-                                  approved_numbers=approved)
+        move_form = LabelMoveForm(initial={"name": "production", "version": approved[0] if approved else None})
     return {
+        "recent_approved": approved,
         "harness": harness,
         "page": page,
         "labels": labels,
-        "label_moves": selectors.audit_list(scope=f"harness:{harness.slug}").filter(action="label.moved")[:20],
+        "label_moves": audit_selectors.audit_list(scope=f"harness:{harness.slug}").filter(action="label.moved")[:20],
         "move_form": move_form,
         "label_error": label_error,
         "can_move": request.user.has_perm(roles.MOVE_LABEL),
@@ -221,13 +223,17 @@ def harness_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def label_move(request: HttpRequest, slug: str) -> HttpResponse:
     harness = _harness_or_404(slug)
-    approved = list(selectors.version_history(harness=harness).filter(status=Status.APPROVED)
-                    .values_list("number", flat=True))
-    form = LabelMoveForm(request.POST, approved_numbers=approved)
+    form = LabelMoveForm(request.POST)
+    status = 400
     if form.is_valid():
         name, number = form.cleaned_data["name"].strip(), form.cleaned_data["version"]
         try:
             version = selectors.version_get(harness=harness, number=number)
+        except HarnessVersion.DoesNotExist:
+            form.add_error("version", f"{harness.slug} has no version {number}")
+            return render(request, "harness_editor/harness_detail.html",
+                          _detail_context(request, harness, move_form=form), status=400)
+        try:
             label = services.label_move(user=request.user, harness=harness, name=name, version=version,
                                         comment=form.cleaned_data["comment"])
         except DomainError as exc:
@@ -236,8 +242,6 @@ def label_move(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Moved '{label.name}' to v{label.version.number}.")
             return redirect("harness_editor:detail", slug=harness.slug)
-    else:
-        status = 400
     return render(request, "harness_editor/harness_detail.html",
                   _detail_context(request, harness, move_form=form), status=status)
 
@@ -390,7 +394,7 @@ def version_export(request: HttpRequest, slug: str, number: int, fmt: str) -> Ht
 @require_GET
 def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
     harness = _harness_or_404(slug)
-    numbers = list(selectors.version_history(harness=harness).values_list("number", flat=True))
+    numbers = list(selectors.version_history(harness=harness).values_list("number", flat=True)[:SUGGESTED_VERSIONS])
     context: dict[str, Any] = {"harness": harness, "numbers": numbers, "a": None, "b": None, "diff": None,
                                "error": None}
     raw_a, raw_b = request.GET.get("a", ""), request.GET.get("b", "")

@@ -48,7 +48,6 @@ def browser():
 @pytest.fixture(autouse=True)
 def _live_db(transactional_db, settings):
     """The live server runs in another thread: data must be committed for it to see it."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -9,11 +9,6 @@ from console.services import audit_record
 from tests.conftest import PASSWORD
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 ROLE_USERS = ["manager", "reviewer", "ml_staff", "operator"]
 
 

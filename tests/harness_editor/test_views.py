@@ -17,12 +17,6 @@ from harness_editor.models import HarnessVersion, Label
 SLUG = "glow-gadget"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Users are created per test; the production hasher would make this file crawl."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def url(name: str, *args, **query) -> str:
     u = reverse(f"harness_editor:{name}", args=args)
     if query:
@@ -380,8 +374,15 @@ def test_label_move_and_rollback_through_the_page(h, as_user, reviewer, manager)
 
 def test_label_move_to_unapproved_version_shows_error(h, as_user, reviewer):
     response = as_user(reviewer).post(url("label_move", SLUG), {"name": "staging", "version": 2})
-    assert response.status_code == 400  # v2 is not in the approved choices
-    assert "Select a valid choice" in response.content.decode()
+    assert response.status_code == 400  # v2 is submitted, not approved
+    assert "only approved versions can carry a label" in response.content.decode()
+    assert not Label.objects.filter(name="staging").exists()
+
+
+def test_label_move_to_unknown_version_shows_error(h, as_user, reviewer):
+    response = as_user(reviewer).post(url("label_move", SLUG), {"name": "staging", "version": 99})
+    assert response.status_code == 400
+    assert "has no version 99" in response.content.decode()
     assert not Label.objects.filter(name="staging").exists()
 
 
