@@ -16,7 +16,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 PIP := $(BIN)/pip install --disable-pip-version-check -q
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-.PHONY: help install run worker web migrate seed test bench clean
+.PHONY: help install run worker web migrate seed test bench clean lock
 
 help:
 	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
@@ -27,9 +27,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch first, pinned to the CPU build on local disk, so nothing later can pull a CUDA build.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) torch==2.13.0 $(QUIET_PIP)
-	$(PIP) -e '.[dev]' $(QUIET_PIP)
+	$(PIP) -c constraints.txt -e '.[dev]' $(QUIET_PIP)
 	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
@@ -60,6 +60,10 @@ test: install
 
 bench: install
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/registry_bench.py
+
+lock: install
+	{ echo "# Every installed package, pinned (make lock regenerates this from .venv). Used as pip constraints."; \
+	  $(BIN)/pip freeze --exclude-editable --disable-pip-version-check | grep -v '^hat-console'; } > constraints.txt
 
 clean:
 	rm -rf $(VENV) var test-artifacts .pytest_cache
