@@ -18,6 +18,7 @@ from console import roles
 from harness_editor import services
 from harness_editor.models import Harness
 from harness_editor.schemas import manifest_from_yaml
+from streams import services as stream_services
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "harness_editor" / "demo"
 DEMO_USERS = [
@@ -36,7 +37,8 @@ def _demo(name: str):
 
 
 class Command(BaseCommand):
-    help = "Create demo users for every role and the demo harness (v1 production, v2 staging, v3 in review)."
+    help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
+            "the demo live-room catalog and the demo scenarios.")
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
@@ -59,6 +61,8 @@ class Command(BaseCommand):
             admin.save()
         if not Harness.objects.filter(slug=DEMO_SLUG).exists():
             self._seed_harness(users)
+        stream_services.catalog_seed_demo()
+        stream_services.scenarios_seed_demo()
         self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
