@@ -11,7 +11,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-websocket_urlpatterns: list = []  # streams.routing adds the preview room and live sessions
+from streams.routing import websocket_urlpatterns as streams_ws  # noqa: E402
+
+websocket_urlpatterns: list = [*streams_ws]  # the preview room (live sessions later)
 
 application = ProtocolTypeRouter(
     {

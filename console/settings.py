@@ -112,6 +112,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# The default model endpoint of the preview room (seeded as a ModelEndpoint row by
+# streams.services.model_endpoint_ensure_default): HAT_LOCAL_MODEL_URL, HAT_LOCAL_MODEL_NAME.
+HAT_LOCAL_MODEL_URL = ENV.local_model_url
+HAT_LOCAL_MODEL_NAME = ENV.local_model_name
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

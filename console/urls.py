@@ -14,5 +14,6 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("api/", include("console.api_urls")),
     path("harnesses/", include("harness_editor.urls")),
+    path("preview/", include("streams.urls")),
     path("", include("console.page_urls")),
 ]

@@ -3,7 +3,7 @@ audited), so their text is read-only here."""
 
 from django.contrib import admin
 
-from streams.models import CampaignEvent, Coupon, LiveRoom, Product, Scenario
+from streams.models import CampaignEvent, Coupon, LiveRoom, ModelEndpoint, PreviewRoom, Product, Scenario
 
 
 class ProductInline(admin.TabularInline):
@@ -62,3 +62,22 @@ class ScenarioAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # import through the console: validated and audited
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "model", "base_url", "is_default", "timeout_s")
+    search_fields = ("name", "model", "base_url")
+
+
+@admin.register(PreviewRoom)
+class PreviewRoomAdmin(admin.ModelAdmin):
+    """Read-only: rooms are driven from the preview page; their events are the record."""
+
+    list_display = ("id", "created_by", "harness_version", "scenario", "endpoint", "scenario_minute", "last_seq",
+                    "created_at")
+    list_select_related = ("created_by", "harness_version__harness", "scenario", "endpoint")
+    readonly_fields = [f.name for f in PreviewRoom._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

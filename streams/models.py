@@ -10,6 +10,8 @@ parsed scenario; :mod:`streams.scenarios` is the schema and :mod:`streams.simula
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -128,3 +130,95 @@ class Scenario(models.Model):
         from streams.scenarios import scenario_from_yaml
 
         return scenario_from_yaml(self.yaml_text)
+
+
+# --- preview rooms --------------------------------------------------------------------------------------
+
+
+class ModelEndpoint(models.Model):
+    """A model served behind an OpenAI-compatible endpoint (the local CPU server, vLLM, OpenAI)."""
+
+    class Kind(models.TextChoices):
+        LOCAL = "local", "Local server"
+        VLLM = "vllm", "vLLM"
+        OPENAI = "openai", "OpenAI"
+
+    name = models.CharField(max_length=64, unique=True)
+    base_url = models.CharField(max_length=300, help_text="e.g. http://127.0.0.1:8001/v1")
+    model = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LOCAL)
+    timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1)])
+    connect_timeout_s = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-is_default", "name"]
+        constraints = [models.UniqueConstraint(fields=["is_default"], condition=models.Q(is_default=True),
+                                               name="model_endpoint_one_default")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"
+
+    def as_config(self):
+        """The engine's :class:`streams.engine.client.ModelEndpoint` (plain, no ORM)."""
+        from streams.engine.client import ModelEndpoint as EndpointConfig
+
+        return EndpointConfig(base_url=self.base_url, model=self.model, kind=self.kind, timeout_s=self.timeout_s,
+                              connect_timeout_s=self.connect_timeout_s)
+
+
+class PreviewRoom(models.Model):
+    """One user's preview of a harness version (a draft too) playing a scenario against a model endpoint.
+
+    ``room_state`` is the bindings' room dict: turns mutate it (a coupon issued), the scenario clock applies
+    the timeline to it. Every event (engine events of every turn, comments, clock steps, switches) is a
+    :class:`PreviewEvent` with a room-wide ``seq``; ``last_seq`` hands them out under a row lock.
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    harness_version = models.ForeignKey("harness_editor.HarnessVersion", on_delete=models.PROTECT, related_name="+")
+    scenario = models.ForeignKey(Scenario, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="+")
+    room_state = models.JSONField(default=dict)
+    scenario_minute = models.FloatField(default=0.0)
+    seed = models.IntegerField(default=0)
+    paused = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    last_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("use_previewroom", "Can open and drive preview rooms")]
+
+    def __str__(self) -> str:
+        return f"preview {self.pk}"
+
+
+class PreviewEvent(models.Model):
+    """One stored event of a preview room: ``seq`` increases by one per room (1, 2, 3, ...)."""
+
+    room = models.ForeignKey(PreviewRoom, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    turn_id = models.CharField(max_length=64, blank=True, db_index=True)
+    type = models.CharField(max_length=32)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["room", "seq"]
+        constraints = [models.UniqueConstraint(fields=["room", "seq"], name="preview_event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.room_id}#{self.seq} {self.type}"
+
+    def as_message(self) -> dict:
+        """What the WebSocket and the transcript see."""
+        return {"seq": self.seq, "turn_id": self.turn_id, "type": self.type, "payload": self.payload,
+                "at": self.created_at.isoformat() if self.created_at else None}

@@ -8,3 +8,4 @@ from tests.streams.scripted_endpoint import (  # noqa: F401
     engine_room,
     scripted_endpoint,
 )
+from tests.streams.preview_helpers import demo_scenarios, scripted_model  # noqa: E402, F401

@@ -63,6 +63,7 @@ class Command(BaseCommand):
             self._seed_harness(users)
         stream_services.catalog_seed_demo()
         stream_services.scenarios_seed_demo()
+        stream_services.model_endpoint_ensure_default()
         self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")

@@ -1,0 +1,26 @@
+"""Celery tasks of the streams app: take ids, call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from streams import services
+from streams.events import publish_flush
+
+# A turn is bounded by the endpoint's own deadlines (timeout per request x a few model calls); these
+# limits only catch a stuck worker. At most once (acks_late off): a turn redelivered after a crash would
+# answer the same comments twice, and preview_turn_run skips a turn that already started anyway.
+TURN_SOFT_TIME_LIMIT_S = 300
+TURN_TIME_LIMIT_S = 330
+
+
+@shared_task(name="streams.preview_turn", acks_late=False, soft_time_limit=TURN_SOFT_TIME_LIMIT_S,
+             time_limit=TURN_TIME_LIMIT_S)
+def preview_turn(room_id: str, turn_id: str) -> dict:
+    try:
+        result = services.preview_turn_run(room_id=room_id, turn_id=turn_id)
+    finally:
+        publish_flush(timeout=5)  # the turn's last events are out before the worker takes the next task
+    if result is None:
+        return {"turn_id": turn_id, "ran": False}
+    return {"turn_id": turn_id, "ran": True, "reason": result.reason, "fallback": result.fallback}

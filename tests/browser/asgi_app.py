@@ -1,0 +1,8 @@
+"""The console's ASGI application with static files served (as ``runserver`` does), for browser tests that
+need WebSockets: ``daphne tests.browser.asgi_app:application``. pytest-django's live_server is WSGI only."""
+
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+from console.asgi import application as console_application
+
+application = ASGIStaticFilesHandler(console_application)
