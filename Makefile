@@ -10,13 +10,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+MODEL_PORT ?= 8011
+MODEL_DIR ?= models/demo-tiny
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hat_console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 # pip on this machine lists local mirrors that may be absent; drop their noise, keep real errors.
 PIP := $(BIN)/pip install --disable-pip-version-check -q
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-.PHONY: help install run worker web migrate seed test bench clean lock
+.PHONY: help install run worker web model-server migrate seed test bench clean lock
 
 help:
 	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
@@ -48,9 +50,17 @@ worker: install
 web: install
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
 
+model-server: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) --port $(MODEL_PORT)
+
+# web + worker + the local model server (the committed demo checkpoint), all stopped together by Ctrl-C.
 run: seed
 	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
+	@echo "Local model: $(MODEL_DIR) on http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~15 s)"
 	@trap 'kill 0' EXIT INT TERM; \
+	  export HAT_LOCAL_MODEL_URL=$${HAT_LOCAL_MODEL_URL:-http://127.0.0.1:$(MODEL_PORT)/v1}; \
+	  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) \
+	    --port $(MODEL_PORT) & \
 	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l warning & \
 	  HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
 

@@ -31,7 +31,7 @@ class ConsoleSettings(BaseSettings):
     redis_url: str | None = Field(default=None, validation_alias="REDIS_URL")
     celery_broker_url: str | None = Field(default=None, validation_alias="CELERY_BROKER_URL")
     celery_always_eager: bool = Field(default=False, description="run tasks inline (never in production)")
-    local_model_url: str = Field(default="http://127.0.0.1:8001/v1",
+    local_model_url: str = Field(default="http://127.0.0.1:8011/v1",
                                  description="the local OpenAI-compatible model server (the default endpoint)")
     local_model_name: str = Field(default="demo-tiny", min_length=1, description="the model name it serves")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
