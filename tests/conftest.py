@@ -140,3 +140,13 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def local_model_server():
+    """The committed demo checkpoint behind the real OpenAI-compatible server on loopback (one per session)."""
+    from training_jobs.tiny_model.serve import DEMO_MODEL_DIR, start_local_server
+
+    server = start_local_server(DEMO_MODEL_DIR, ready_timeout=120, threads=1)
+    yield server
+    server.stop()

@@ -1,0 +1,97 @@
+"""Tokenizer, offline build and a 3-step SFT run on a very small model (one process: importing trl is slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from training_jobs.tiny_model.build import MARKUP_TOKENS, TinyModelSpec, build_tiny_model, qwen3_chat_template
+from training_jobs.tiny_model.evaluate import parse_output
+
+SMALL = TinyModelSpec(vocab_size=600, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=1024)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", SMALL, gold_samples=40)
+
+
+def test_tokenizer_splits_digits_and_keeps_markup(small_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(small_model)
+    for text in ("price $24.95 for link 1203", "#101 stock 180"):
+        pieces = tok.tokenize(text)
+        digits = [p for p in pieces if any(ch.isdigit() for ch in p)]
+        assert digits and all(len(p) == 1 for p in digits), pieces
+    for t in (*MARKUP_TOKENS, "<|im_start|>", "<|im_end|>", "<|endoftext|>"):
+        assert len(tok.encode(t, add_special_tokens=False)) == 1, t
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    assert tok.decode(tok.encode("Only 8 left of link 102!")) == "Only 8 left of link 102!"
+
+
+def test_build_is_loadable_with_trl_qwen3_template(small_model):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(small_model)
+    model = AutoModelForCausalLM.from_pretrained(small_model)
+    assert tok.chat_template == qwen3_chat_template()
+    assert model.config.model_type == "qwen3" and model.config.num_hidden_layers == 1
+    assert model.config.vocab_size == len(tok)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}],
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}],
+        add_generation_prompt=True, tokenize=False,
+    )
+    assert "<tools>" in text and text.endswith("<|im_start|>assistant\n")
+
+
+def test_three_step_sft_changes_params_and_reloads(small_model, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from training_jobs.tiny_model.train import TrainSpec, train
+
+    before = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(small_model).state_dict().items()}
+    spec = TrainSpec(max_steps=3, train_samples=12, batch_size=4, save_steps=1000, logging_steps=1)
+    summary = train(small_model, tmp_path / "run", spec)
+    assert summary["steps"] == 3
+    assert math.isfinite(summary["train_loss"]) and summary["train_loss"] > 0
+    after_model = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final")
+    after = after_model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    out = after_model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2, do_sample=False)
+    assert out.shape[1] == 5
+    assert json.loads((tmp_path / "run" / "train_summary.json").read_text())["steps"] == 3
+
+
+def test_parse_output():
+    raw = '<think>\n\n</think>\n\n<tool_call>\n{"name": "check_stock", "arguments": {"link_id": 102}}\n</tool_call><|im_end|>'
+    p = parse_output(raw)
+    assert p.tool_calls == [{"name": "check_stock", "arguments": {"link_id": 102}}] and p.malformed == 0
+    assert parse_output("<tool_call>\n{bad json}\n</tool_call>").malformed == 1
+    assert parse_output("<think>\n</think>\n\nOnly 8 left.").text == "Only 8 left."
+
+
+def test_export_serves_the_template_the_model_was_trained_on(small_model, tmp_path):
+    from transformers import AutoTokenizer
+
+    from training_jobs.tiny_model.build import qwen3_served_chat_template
+    from training_jobs.tiny_model.pipeline import export
+
+    dst = export(small_model, tmp_path / "exported")
+    tok = AutoTokenizer.from_pretrained(dst)
+    assert tok.chat_template == qwen3_served_chat_template() != qwen3_chat_template()
+    history = [
+        {"role": "user", "content": "[ann] price #101?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "load_skill", "arguments": '{"skill_id": "price_stock"}'}}]},
+        {"role": "tool", "content": "body"},
+    ]
+    text = tok.apply_chat_template(history, add_generation_prompt=True, tokenize=False)
+    # the earlier tool-call turn carries the empty think block, exactly as in training
+    assert "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>" in text
+    assert text.endswith("<|im_start|>assistant\n")

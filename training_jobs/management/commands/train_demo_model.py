@@ -1,0 +1,47 @@
+"""Reproduce the committed demo checkpoint: build → SFT on reference-policy gold turns → evaluate → export.
+
+A background job of tens of minutes on 2 CPU cores (a minute on a GPU): not something to run at every start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Build, train (TRL SFT, CPU) and evaluate the tiny demo model; write models/demo-tiny + MODEL_CARD.md."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--max-steps", type=int, default=2400)
+        parser.add_argument("--train-samples", type=int, default=12000)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--stop-after-steps", type=int, default=None, help="stop here (the lr schedule still spans --max-steps)"
+        )
+        parser.add_argument("--minutes", type=float, default=None, help="stop (and still export) after this long")
+        parser.add_argument("--out", default=None, help="export directory (default models/demo-tiny)")
+        parser.add_argument("--work", default=None, help="work directory (default var/tiny_run)")
+        parser.add_argument("--eval-n", type=int, default=60)
+
+    def handle(self, *args, **o):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from training_jobs.tiny_model import pipeline
+
+        kwargs = {
+            "max_steps": o["max_steps"],
+            "train_samples": o["train_samples"],
+            "seed": o["seed"],
+            "deadline_unix": time.time() + 60 * o["minutes"] if o["minutes"] else None,
+            "stop_after_steps": o["stop_after_steps"],
+            "eval_n": o["eval_n"],
+            "log": self.stdout.write,
+        }
+        if o["out"]:
+            kwargs["out_dir"] = o["out"]
+        if o["work"]:
+            kwargs["work_dir"] = o["work"]
+        info = pipeline.run(**kwargs)
+        self.stdout.write(self.style.SUCCESS(f"done: {info['train']['steps']} steps, metrics in metrics.json"))

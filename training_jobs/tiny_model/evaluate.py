@@ -1,0 +1,217 @@
+"""Held-out evaluation of a tiny model on the REAL rendered prompts (the served chat template, not the
+training variant).
+
+For each held-out gold trajectory (reference policy, held-out phrasings, viewer names and link ids) the model
+is asked for every assistant step with the gold history before it (teacher-forced prefix, greedy decoding):
+
+- ``well_formed_tool_calls``: of the steps where the gold answer is a tool call, the share where the model
+  wrote one ``<tool_call>{json}</tool_call>`` naming a tool from the request's tool list with an object of
+  arguments;
+- ``right_tool_and_link_id``: of the product-tool steps (price, stock, compliance), the share with the gold
+  tool name and the exact gold link id;
+- ``exact_value_replies``: of the final replies whose gold states a price or stock, the share that contain
+  that exact number (as the reply states it) from the tool result;
+- ``right_skill``: share of ``load_skill`` steps loading the gold reply skill (extra figure);
+- ``end_to_end_exact``: free-running turns (no gold history): the model's own tool calls are executed (skill
+  bodies from the renderer, tools through the real bindings) for up to 4 rounds; share of price/stock turns
+  whose final reply states the exact number (extra figure, the one a viewer would notice).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+THINK_RE = re.compile(r"<think>.*?</think>\s*", re.S)
+
+
+@dataclass
+class ParsedOutput:
+    text: str  # visible text (think block and tool calls removed)
+    tool_calls: list[dict[str, Any]]  # {"name", "arguments"} per well-formed call
+    malformed: int  # tool-call blocks that did not parse
+
+
+def parse_output(raw: str) -> ParsedOutput:
+    raw = raw.replace("<|im_end|>", "").replace("<|endoftext|>", "")
+    raw = THINK_RE.sub("", raw)
+    if "<think>" in raw and "</think>" not in raw:  # unclosed think block: nothing visible
+        raw = raw.split("<think>")[0]
+    calls, bad = [], 0
+    for block in TOOL_CALL_RE.findall(raw):
+        try:
+            obj = json.loads(block)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        args = obj.get("arguments") if isinstance(obj, dict) else None
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not isinstance(args, dict):
+            bad += 1
+            continue
+        calls.append({"name": obj["name"], "arguments": args})
+    if "<tool_call>" in raw and not TOOL_CALL_RE.search(raw):
+        bad += 1
+    text = TOOL_CALL_RE.sub("", raw).strip()
+    return ParsedOutput(text=text, tool_calls=calls, malformed=bad)
+
+
+class Generator:
+    """Greedy generation with a local checkpoint through its own (served) chat template."""
+
+    def __init__(self, model_dir: str | Path, threads: int | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_new_tokens: int = 80) -> str:
+        enc = self.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        with self.torch.no_grad():
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.pad_token_id
+            )
+        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=False)
+
+
+def run_turn(gen: Generator, manifest, room: dict[str, Any], messages: list[dict[str, Any]],
+             tools: list[dict[str, Any]], max_rounds: int = 4) -> str:
+    """Free-running agent loop with the model's own calls; returns the final visible reply ("" if none)."""
+    import copy
+
+    from harness_editor.render import render_skill_body
+    from streams.reference_policy import call_tool, tool_result_text
+
+    room = copy.deepcopy(room)
+    messages = list(messages)
+    for r in range(max_rounds):
+        parsed = parse_output(gen(messages, tools))
+        if not parsed.tool_calls:
+            return parsed.text
+        call = parsed.tool_calls[0]
+        cid = f"call_{r}"
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": cid, "type": "function",
+                         "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]})
+        if call["name"] == "load_skill":
+            body = render_skill_body(manifest, str(call["arguments"].get("skill_id")))
+            content = body if body is not None else tool_result_text({"error": "unknown skill", "code": "not_found"})
+        else:
+            content = tool_result_text(call_tool(manifest, room, call["name"], call["arguments"]))
+        messages.append({"role": "tool", "tool_call_id": cid, "name": call["name"], "content": content})
+    return ""
+
+
+def _states(text: str, facts: list[str]) -> bool:
+    return all(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d]|\.\d)", text) for f in facts)
+
+
+def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | None = None,
+             split: str = "heldout", gen: Generator | None = None) -> dict[str, Any]:
+    from training_jobs.tiny_model.gold import generate
+
+    gen = gen or Generator(model_dir, threads)
+    trajs = generate(n, seed=seed, split=split)  # type: ignore[arg-type]
+    wf_num = wf_den = tl_num = tl_den = ev_num = ev_den = sk_num = sk_den = 0
+    examples = []
+    for t in trajs:
+        tool_names = {tool["function"]["name"] for tool in t.tools}
+        for i, msg in enumerate(t.messages):
+            if msg["role"] != "assistant":
+                continue
+            raw = gen(t.messages[:i], t.tools)
+            parsed = parse_output(raw)
+            gold_calls = msg.get("tool_calls") or []
+            if gold_calls:
+                gold = gold_calls[0]["function"]
+                gold_args = json.loads(gold["arguments"])
+                wf_den += 1
+                ok = (
+                    parsed.malformed == 0
+                    and len(parsed.tool_calls) >= 1
+                    and parsed.tool_calls[0]["name"] in tool_names
+                )
+                wf_num += ok
+                call = parsed.tool_calls[0] if parsed.tool_calls else None
+                if gold["name"] == "load_skill":
+                    sk_den += 1
+                    sk_num += bool(call and call["name"] == "load_skill" and call["arguments"] == gold_args)
+                elif "link_id" in json.dumps(gold_args):
+                    tl_den += 1
+                    tl_num += bool(call and call["name"] == gold["name"] and call["arguments"] == gold_args)
+            else:
+                numeric = t.intent in ("price", "stock") and t.facts
+                if numeric:
+                    ev_den += 1
+                    ev_num += _states(parsed.text, t.facts)
+                if len(examples) < 8:
+                    examples.append({"comment": t.meta["comment"], "gold": msg["content"], "model": parsed.text})
+
+    from training_jobs.tiny_model.gold import load_tiny_manifest
+
+    manifest = load_tiny_manifest()
+    e2e_num = e2e_den = 0
+    for t in trajs:
+        if t.intent in ("price", "stock") and t.facts:
+            e2e_den += 1
+            reply = run_turn(gen, manifest, t.meta["room"], t.messages[:2], t.tools)
+            e2e_num += _states(reply, t.facts)
+
+    def share(a: int, b: int) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        "split": split,
+        "heldout_trajectories": len(trajs),
+        "well_formed_tool_calls": share(wf_num, wf_den),
+        "right_tool_and_link_id": share(tl_num, tl_den),
+        "exact_value_replies": share(ev_num, ev_den),
+        "right_skill": share(sk_num, sk_den),
+        "end_to_end_exact": share(e2e_num, e2e_den),
+        "counts": {
+            "end_to_end_turns": e2e_den,
+            "tool_call_steps": wf_den,
+            "product_tool_steps": tl_den,
+            "numeric_replies": ev_den,
+            "load_skill_steps": sk_den,
+        },
+        "examples": examples,
+        "protocol": "held-out phrasings, viewer names and link ids; gold history before each step; greedy; "
+        "served qwen3 chat template",
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    p = argparse.ArgumentParser(description="Evaluate a tiny model on held-out gold turns.")
+    p.add_argument("model_dir")
+    p.add_argument("-n", type=int, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    res = evaluate(a.model_dir, a.n, a.seed, a.threads)
+    text = json.dumps(res, indent=2)
+    if a.out:
+        Path(a.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+"""Gold turns for the tiny demo model, written by the REFERENCE POLICY (a rule-based gold-data tool, not a
+model) over seeded live rooms and templated viewer comments.
+
+Every sample is exactly what the serving path sees: :func:`harness_editor.render.render_prompt` on the lean
+demo manifest (``harness_editor/demo/tiny_room.yaml``) and a room, then the gold assistant/tool turns from
+:func:`streams.reference_policy.gold_trajectory` with tool results from the real bindings.
+
+Rooms vary (link ids, prices, stock, coupons, shipping) so the model has to *copy* ids and numbers from the
+comment and the tool result instead of memorising one catalog. Some rooms are the demo room itself.
+
+Split: ``train`` and ``heldout`` use disjoint comment phrasings, disjoint viewer names and disjoint link ids
+(held-out rooms use only reserved link ids), so held-out metrics measure generalisation, not recall.
+``heldout_ids`` keeps the training phrasings and viewers but uses held-out rooms and link ids: it separates
+"copies unseen ids and values" from "understands unseen phrasings". Everything is a pure function of
+``seed`` (each split has its own random stream).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from harness_editor.schemas import Manifest, manifest_from_yaml
+from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_DIR = REPO / "harness_editor" / "demo"
+TINY_MANIFEST = DEMO_DIR / "tiny_room.yaml"
+DEMO_ROOM = DEMO_DIR / "room.yaml"
+
+Split = Literal["train", "heldout", "heldout_ids"]
+
+# --- comment templates (train and held-out never share a phrasing) --------------------------------------
+
+LINK_FORMATS = ("#{id}", "link {id}", "number {id}")
+
+TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
+    "price": {
+        "train": (
+            "how much is {link}?",
+            "price of {link}?",
+            "what does {link} cost",
+            "{link} price please",
+            "how much for {link}",
+            "is {link} on sale? how much",
+            "what's the price on {link}?",
+            "cost of {link}??",
+        ),
+        "heldout": (
+            "what is {link} going for",
+            "tell me the price for {link}",
+            "{link} how much now?",
+        ),
+    },
+    "stock": {
+        "train": (
+            "how many {link} left?",
+            "is {link} in stock",
+            "any {link} left?",
+            "stock on {link}?",
+            "is {link} sold out",
+            "how many left of {link}",
+        ),
+        "heldout": (
+            "do you still have {link}",
+            "{link} still available? how many",
+        ),
+    },
+    "shipping": {
+        "train": (
+            "how long is shipping{to}?",
+            "delivery time{to}?",
+            "when will it arrive{to}",
+            "is shipping free{to}?",
+            "shipping{to} please",
+        ),
+        "heldout": (
+            "how many days to deliver{to}",
+            "what about delivery{to}?",
+        ),
+    },
+    "coupon": {
+        "train": (
+            "any coupons?",
+            "is there a coupon code",
+            "discount code please",
+            "any deals today?",
+        ),
+        "heldout": (
+            "got a promo code?",
+            "can I get a discount",
+        ),
+    },
+    "chit_chat": {
+        "train": (
+            "hi!",
+            "hello Mia",
+            "love this show",
+            "just joined, hey",
+            "good evening everyone",
+        ),
+        "heldout": (
+            "hey there",
+            "first time here",
+        ),
+    },
+    "compliance": {
+        "train": (
+            "does {link} cure {cond}?",
+            "will {link} fix my {cond}",
+            "is {link} good for {cond}?",
+            "can {link} get rid of {cond}",
+        ),
+        "heldout": (
+            "will {link} heal {cond}?",
+            "does {link} help with {cond}",
+        ),
+    },
+}
+
+VIEWERS = {
+    "train": ("ann", "bo", "cara", "dev", "eli", "fay", "gus", "hana", "ivo", "jo", "kim", "lea"),
+    "heldout": ("max", "nia", "oli", "pia"),
+}
+CONDITIONS = {"train": ("acne", "eczema", "wrinkles", "dark circles"), "heldout": ("rosacea", "hair loss")}
+REGIONS = ("Alaska", "Hawaii", "Puerto Rico")
+INTENT_WEIGHTS = {"price": 30, "stock": 22, "shipping": 14, "coupon": 10, "chit_chat": 9, "compliance": 15}
+
+PRODUCT_POOL = (
+    ("HydraGlow Serum", "skincare"),
+    ("Ceramide Moisturizer", "skincare"),
+    ("Mineral Sunscreen SPF 50", "skincare"),
+    ("Amino Cleanser", "skincare"),
+    ("Vitamin C Toner", "skincare"),
+    ("Retinol Night Cream", "skincare"),
+    ("Clay Mask", "skincare"),
+    ("Lip Balm Trio", "skincare"),
+    ("NanoMist Steamer", "appliance"),
+    ("AirSilk Hair Dryer", "appliance"),
+    ("LumiRoll Eye Massager", "appliance"),
+    ("Curl Wand", "appliance"),
+    ("LED Mirror", "appliance"),
+    ("Sonic Face Brush", "appliance"),
+)
+COUPON_CODES = ("GLOW5", "SAVE10", "GADGET15", "MIA20", "LIVE8", "FLASH12", "HELLO3", "VIP25")
+
+
+def load_tiny_manifest() -> Manifest:
+    return manifest_from_yaml(TINY_MANIFEST.read_text(encoding="utf-8"))
+
+
+def load_demo_room() -> dict[str, Any]:
+    return yaml.safe_load(DEMO_ROOM.read_text(encoding="utf-8"))
+
+
+def heldout_link_ids(seed: int = 0, n: int = 80) -> frozenset[int]:
+    """Link ids reserved for held-out rooms (never used in training rooms). Independent of the demo room."""
+    demo = {p["link_id"] for p in load_demo_room()["products"]}
+    rng = random.Random(f"heldout-ids-{seed}")
+    pool = [i for i in range(100, 1000) if i not in demo]
+    return frozenset(rng.sample(pool, n))
+
+
+def _price(rng: random.Random) -> float:
+    whole = rng.randint(5, 99)
+    return float(whole) if rng.random() < 0.5 else round(whole + rng.choice((0.5, 0.9, 0.99, 0.25)), 2)
+
+
+def random_room(rng: random.Random, link_ids: list[int]) -> dict[str, Any]:
+    """A small live room: one product per link id, 0-2 coupons, maybe a flash sale, a shipping policy."""
+    titles = rng.sample(PRODUCT_POOL, len(link_ids))
+    products = []
+    for lid, (title, category) in zip(link_ids, titles, strict=True):
+        price = _price(rng)
+        stock_units = rng.choice((0, rng.randint(1, 12), rng.randint(1, 300), rng.randint(13, 500)))
+        products.append(
+            {
+                "link_id": lid,
+                "title": title,
+                "price": price,
+                "list_price": float(int(price) + rng.randint(3, 30)),
+                "stock": stock_units,
+                "attributes": {"category": category},
+                "compliance_notes": ["Cosmetic claims only."] if category == "skincare" else ["Not a medical device."],
+            }
+        )
+    clock = rng.randint(1, 80)
+    coupons = []
+    for code in rng.sample(COUPON_CODES, rng.choice((1, 1, 2))):
+        coupons.append(
+            {
+                "code": code,
+                "discount": float(rng.randint(2, 25)),
+                "min_spend": float(rng.randint(10, 120)),
+                "expires_at_minute": clock + rng.randint(5, 60),
+                "remaining": rng.randint(1, 300),
+            }
+        )
+    campaign: dict[str, Any] = {"phase": "live", "flash_sale": None}
+    if rng.random() < 0.3:
+        p = rng.choice(products)
+        campaign = {
+            "phase": "flash_sale",
+            "flash_sale": {
+                "link_id": p["link_id"],
+                "price": round(p["price"] * 0.8, 1),
+                "ends_at_minute": clock + rng.randint(3, 30),
+            },
+        }
+    lo = rng.randint(2, 5)
+    regions = {r: {"delivery_days": f"{lo + 3}-{lo + 6} business days", "free_over": float(rng.randint(40, 90))}
+               for r in rng.sample(REGIONS, rng.randint(0, 2))}
+    return {
+        "room_id": f"room-{rng.randint(0, 10**6)}",
+        "title": "Live room",
+        "currency": "$",
+        "clock_minute": clock,
+        "low_stock_threshold": 10,
+        "products": products,
+        "coupons": coupons,
+        "campaign": campaign,
+        "shipping": {
+            "free_over": float(rng.randint(19, 60)),
+            "delivery_days": f"{lo}-{lo + rng.randint(1, 4)} business days",
+            "return_days": rng.choice((7, 14, 30)),
+            "regions": regions,
+        },
+        "pinned": None,
+    }
+
+
+def _room_for(rng: random.Random, split: Split, reserved: frozenset[int]) -> tuple[dict[str, Any], list[int]]:
+    """A room and the link ids a comment may ask about."""
+    if split == "train" and rng.random() < 0.2:
+        room = load_demo_room()
+        return room, [p["link_id"] for p in room["products"]]
+    n = rng.randint(3, 6)
+    if split == "train":
+        pool = [i for i in range(100, 1000) if i not in reserved]
+        ids = rng.sample(pool, n)
+        askable = ids
+    else:
+        ids = rng.sample(sorted(reserved), n)
+        askable = ids
+    return random_room(rng, ids), askable
+
+
+def make_comment(rng: random.Random, split: Split, intent: str, room: dict[str, Any], askable: list[int]) -> GoldComment:
+    split = "train" if split == "heldout_ids" else split
+    template = rng.choice(TEMPLATES[intent][split])
+    viewer = rng.choice(VIEWERS[split])
+    link_id = region = cond = None
+    fields: dict[str, str] = {}
+    if "{link}" in template:
+        link_id = rng.choice(askable)
+        fields["link"] = rng.choice(LINK_FORMATS).format(id=link_id)
+    if "{to}" in template:
+        regions = list((room.get("shipping") or {}).get("regions") or {})
+        region = rng.choice(regions) if regions and rng.random() < 0.6 else ""
+        fields["to"] = f" to {region}" if region else ""
+    if "{cond}" in template:
+        cond = rng.choice(CONDITIONS[split])
+        fields["cond"] = cond
+    text = template.format(**fields)
+    if rng.random() < 0.2:
+        text = text.capitalize()
+    return GoldComment(
+        text=text, intent=intent, viewer=viewer, link_id=link_id, region=region or "", condition=cond or ""  # type: ignore[arg-type]
+    )
+
+
+def generate(n: int, *, seed: int = 0, split: Split = "train", manifest: Manifest | None = None) -> list[GoldTrajectory]:
+    """``n`` gold trajectories for ``split``, deterministic in ``seed``."""
+    manifest = manifest or load_tiny_manifest()
+    reserved = heldout_link_ids(seed)
+    rng = random.Random(f"gold-{split}-{seed}")
+    intents = list(INTENT_WEIGHTS)
+    weights = [INTENT_WEIGHTS[i] for i in intents]
+    out = []
+    for _ in range(n):
+        room, askable = _room_for(rng, split, reserved)
+        intent = rng.choices(intents, weights)[0]
+        comment = make_comment(rng, split, intent, room, askable)
+        traj = gold_trajectory(manifest, copy.deepcopy(room), comment)
+        traj.meta.update(
+            {"split": split, "seed": seed, "comment": comment.text, "link_id": comment.link_id, "room": room}
+        )
+        out.append(traj)
+    return out
+
+
+def to_record(t: GoldTrajectory) -> dict[str, Any]:
+    """A dataset row for TRL: ``messages`` + ``tools`` (tool-call arguments stay JSON strings)."""
+    return {"messages": t.messages, "tools": t.tools}

@@ -1,0 +1,268 @@
+"""The whole recipe of the committed demo checkpoint: build → SFT → held-out evaluation → export with model card.
+
+``python -m training_jobs.tiny_model.pipeline`` (or ``manage.py train_demo_model``) reproduces
+``models/demo-tiny`` from nothing but this repository and the installed packages, offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from training_jobs.tiny_model.build import (
+    TinyModelSpec,
+    build_tiny_model,
+    qwen3_chat_template,
+    qwen3_served_chat_template,
+)
+from training_jobs.tiny_model.train import TrainSpec, train
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
+WORK_DIR = REPO / "var" / "tiny_run"
+EXPORT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "tiny_model_spec.json",
+)
+
+
+def export(src: str | Path, dst: str | Path = DEMO_MODEL_DIR) -> Path:
+    """Copy the files a server needs from a trained model dir (no optimizer state, no checkpoints), with the
+    chat template the model was trained on (see :func:`qwen3_served_chat_template`)."""
+    src, dst = Path(src), Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in EXPORT_FILES:
+        if (src / name).exists():
+            shutil.copy(src / name, dst / name)
+    (dst / "chat_template.jinja").write_text(qwen3_served_chat_template(), encoding="utf-8")
+    return dst
+
+
+def reproduce_command(max_steps: int, train_samples: int, seed: int, stopped_at: int | None = None) -> str:
+    cmd = (
+        "HF_HUB_OFFLINE=1 .venv/bin/python manage.py train_demo_model "
+        f"--max-steps {max_steps} --train-samples {train_samples} --seed {seed}"
+    )
+    if stopped_at is not None and stopped_at < max_steps:
+        cmd += f" --stop-after-steps {stopped_at}"
+    return cmd
+
+
+def write_model_card(dst: str | Path, info: dict[str, Any]) -> Path:
+    dst = Path(dst)
+    m = info.get("metrics") or {}
+    t = info.get("train") or {}
+    spec = info.get("model_spec") or {}
+
+    def pct(x: Any) -> str:
+        return "n/a" if x is None else f"{100 * x:.0f} %"
+
+    lines = [
+        "# demo-tiny — the project's own tiny chat model (CPU demo)",
+        "",
+        "A from-scratch Qwen3-architecture model of about "
+        f"{info.get('params', 0) / 1e6:.2f} M parameters that plays the live-room host on the lean demo harness",
+        "(`harness_editor/demo/tiny_room.yaml`): it loads a reply skill, calls the product tool with the link id",
+        "from the comment, and states the price or stock from the tool result in one sentence. It exists so a",
+        "fresh clone with no GPU and no model hub replies for real; it is not a general assistant.",
+        "",
+        "## Recipe",
+        "",
+        f"- Tokenizer: byte-level BPE trained offline with `tokenizers` on the project's own text (demo manifests,",
+        f"  demo room, rendered gold turns), {spec.get('vocab_size')} merges target, pieces split at line breaks,",
+        "  **every digit its own token**; special tokens of the qwen3 template; eos `<|im_end|>`, pad `<|endoftext|>`.",
+        "- Chat template: built with the qwen3 template shipped inside the installed `trl` package (read at build",
+        "  time); served with trl's training variant of it (see below).",
+        f"- Model: `Qwen3ForCausalLM`, {spec.get('num_hidden_layers')} layers x {spec.get('hidden_size')} hidden, "
+        f"{spec.get('num_attention_heads')} heads ({spec.get('num_key_value_heads')} KV), "
+        f"MLP {spec.get('intermediate_size')}, tied embeddings, seed {spec.get('seed')}.",
+        "- Data: gold turns written by the **reference policy** (`streams/reference_policy.py`, a rule-based",
+        "  gold-data tool, not a model) over seeded rooms (random link ids, prices, stock, coupons, shipping; 20 %",
+        "  the demo room) and templated comments; prompts are exactly what `harness_editor.render.render_prompt`",
+        "  makes for the lean demo manifest; tool results come from the real `streams.bindings`.",
+        "  Intents: price, stock, shipping, coupon, chit-chat, compliance trap.",
+        f"- Training: TRL `SFTTrainer`, {t.get('steps')} steps (cosine schedule planned for "
+        f"{info.get('planned_steps')}; stopped by the time budget when fewer), batch "
+        f"{info.get('batch_size')}, lr {info.get('learning_rate')} cosine, 5 % warm-up, no weight decay,",
+        "  assistant-only loss, CPU (2 threads, fp32).",
+        f"- Wall time: {t.get('wall_s')} s on a 2-core CPU shared with other work; final logged training loss "
+        f"{round(t.get('final_logged_loss') or 0, 4)}.",
+        "",
+        "## Held-out evaluation",
+        "",
+        "Two held-out sets, each with rooms and link ids never seen in training: **held-out** also uses comment",
+        "phrasings and viewer names never seen in training; **held-out ids** keeps the training phrasings (it",
+        "separates copying unseen ids and values from understanding unseen wording). Each assistant step is",
+        "asked with the gold history before it, greedy decoding, through the chat template this directory",
+        "serves. The free-running figure instead executes the model's own calls (skill bodies from the",
+        "renderer, tools through the real bindings) for up to 4 rounds.",
+        "",
+        "| metric | held-out | held-out ids | aim |",
+        "|---|---|---|---|",
+    ]
+    h = m.get("heldout_ids_only") or {}
+    for key, label, aim in (
+        ("well_formed_tool_calls", "well-formed tool calls", "90 %"),
+        ("right_tool_and_link_id", "right tool and link id (product-tool steps)", "80 %"),
+        ("exact_value_replies", "replies stating the exact price / stock from the tool result", "70 %"),
+        ("right_skill", "right reply skill loaded (extra)", "—"),
+        ("end_to_end_exact", "free-running price/stock turns ending with the exact number (extra)", "—"),
+    ):
+        lines.append(f"| {label} | {pct(m.get(key))} | {pct(h.get(key))} | {aim} |")
+    p = m.get("heldout_ids_only_plain_qwen3_template") or {}
+    lines += [
+        "",
+        f"Trajectories: {m.get('heldout_trajectories')} + {h.get('heldout_trajectories')}; counts "
+        f"{json.dumps(m.get('counts'))} / {json.dumps(h.get('counts'))}. Full results: `metrics.json`.",
+        "",
+        "Chat template: this directory serves trl's `qwen3_training.jinja` (the qwen3 template variant TRL",
+        "itself trains qwen3-template models on: every assistant turn starts with an empty think block). The",
+        "model was built with trl's plain `qwen3.jinja` (so TRL recognises it) and trained through that variant.",
+        "Served with the plain qwen3 template, which drops the empty think block from earlier assistant turns",
+        f"of a tool loop, the held-out-ids figures fall to: right tool and link id "
+        f"{pct(p.get('right_tool_and_link_id'))}, exact value {pct(p.get('exact_value_replies'))}, free-running "
+        f"{pct(p.get('end_to_end_exact'))} ({p.get('heldout_trajectories')} trajectories).",
+    ]
+    lines += [
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        info.get("command", ""),
+        "```",
+        "",
+        "Builds the tokenizer and model, trains, evaluates and writes this directory (work files under",
+        "`var/tiny_run/`). Deterministic data and initialisation from the seed; CPU thread scheduling makes",
+        "the last digits of the loss vary between runs.",
+        "",
+        "## Serve",
+        "",
+        "```",
+        "HF_HUB_OFFLINE=1 .venv/bin/python manage.py serve_local_model --port 8011",
+        "```",
+        "",
+        "OpenAI-compatible (`transformers serve` on loopback): `POST /v1/chat/completions` with `tools` and",
+        "`stream`, model name = the absolute path of this directory. Known faults: malformed tool-call JSON from",
+        "the model gives HTTP 500; reasoning arrives as a non-standard `reasoning_content` delta (this model",
+        "writes an empty `<think></think>` block first); an unclosed think block leaks `<|im_end|>`;",
+        "`/v1/models` answers 500 without a hub cache directory (our launcher points it at an empty one).",
+    ]
+    sv = info.get("serving")
+    if sv:
+        lines += [
+            "",
+            f"Measured on a 2-core CPU: ready {sv.get('ready_s')} s after start; over {sv.get('requests')} streamed "
+            f"requests (real rendered prompts), TTFT median {sv.get('ttft_ms_median')} ms, "
+            f"{sv.get('tokens_per_s_median')} generated tokens/s median (request to last chunk, prefill included).",
+        ]
+    lines += [
+        "",
+        "## Limits",
+        "",
+        "- Trained on one lean harness: renamed tools or a long harness are out of distribution (no model of",
+        "  this size copied an unseen tool name within a CPU budget; see ../shared/STACK.md).",
+        "- Clients must send earlier assistant turns of a tool loop as plain messages (content + tool_calls);",
+        "  the served template adds the empty think block itself.",
+        "- The tokenizer merges whole lines of the demo harness into single tokens (a lean prompt for CPU",
+        "  training); unseen phrasings fall back to short pieces, which is part of the held-out gap.",
+        "- Unseen *wording* is the weak spot (held-out column): with 8 training phrasings per intent the model",
+        "  often picks the wrong tool for a new phrasing, and it was never trained on comments that name a",
+        "  product instead of a link id. More phrasings (and name-to-link-id gold turns) are the next retrain.",
+        "- English only; the replies are template-like by construction.",
+    ]
+    path = dst / "MODEL_CARD.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run(
+    *,
+    max_steps: int = 2400,
+    train_samples: int = 12000,
+    seed: int = 0,
+    deadline_unix: float | None = None,
+    stop_after_steps: int | None = None,
+    work_dir: str | Path = WORK_DIR,
+    out_dir: str | Path = DEMO_MODEL_DIR,
+    eval_n: int = 60,
+    log=print,
+) -> dict[str, Any]:
+    from training_jobs.tiny_model.evaluate import evaluate
+
+    work = Path(work_dir)
+    model_spec = TinyModelSpec(seed=seed)
+    log(f"building tokenizer + model in {work / 'base'}")
+    build_tiny_model(work / "base", model_spec)
+    spec = TrainSpec(max_steps=max_steps, train_samples=train_samples, seed=seed, deadline_unix=deadline_unix,
+                     stop_after_steps=stop_after_steps)
+    log(f"training {max_steps} steps (batch {spec.batch_size}) into {work / 'train'}")
+    summary = train(work / "base", work / "train", spec)
+    return finish(work / "train" / "final", summary, spec, model_spec, out_dir=out_dir, eval_n=eval_n, log=log)
+
+
+def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, model_spec: TinyModelSpec, *,
+           out_dir: str | Path = DEMO_MODEL_DIR, eval_n: int = 60, log=print) -> dict[str, Any]:
+    """Evaluate a trained model, export it and write metrics + model card."""
+    from transformers import AutoModelForCausalLM
+
+    from training_jobs.tiny_model.evaluate import evaluate
+
+    from training_jobs.tiny_model.evaluate import Generator
+
+    dst = export(final_dir, out_dir)
+    log(f"evaluating {dst} on {eval_n} held-out trajectories per split")
+    t0 = time.time()
+    gen = Generator(dst)
+    metrics = evaluate(dst, n=eval_n, seed=spec.seed, gen=gen)
+    metrics["heldout_ids_only"] = evaluate(dst, n=eval_n, seed=spec.seed, split="heldout_ids", gen=gen)
+    gen.tokenizer.chat_template = qwen3_chat_template()  # diagnostic: the plain qwen3 template
+    metrics["heldout_ids_only_plain_qwen3_template"] = evaluate(
+        dst, n=max(10, eval_n // 2), seed=spec.seed, split="heldout_ids", gen=gen
+    )
+    metrics["eval_wall_s"] = round(time.time() - t0, 1)
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(dst).parameters())
+    train_info = {k: v for k, v in summary.items() if k != "log_history"}
+    info = {
+        "params": params,
+        "model_spec": asdict(model_spec),
+        "train": train_info,
+        "planned_steps": spec.max_steps,
+        "batch_size": spec.batch_size,
+        "learning_rate": spec.learning_rate,
+        "metrics": metrics,
+        "command": reproduce_command(spec.max_steps, spec.train_samples, spec.seed, summary.get("steps")),
+    }
+    (dst / "metrics.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_model_card(dst, info)
+    log(json.dumps({k: metrics[k] for k in ("well_formed_tool_calls", "right_tool_and_link_id",
+                                              "exact_value_replies", "right_skill", "end_to_end_exact")}))
+    return info
+
+
+def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--max-steps", type=int, default=2400)
+    p.add_argument("--train-samples", type=int, default=12000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deadline", type=float, default=None)
+    p.add_argument("--stop-after-steps", type=int, default=None)
+    p.add_argument("--out", default=str(DEMO_MODEL_DIR))
+    a = p.parse_args(argv)
+    run(max_steps=a.max_steps, train_samples=a.train_samples, seed=a.seed, deadline_unix=a.deadline,
+        stop_after_steps=a.stop_after_steps, out_dir=a.out)
+
+
+if __name__ == "__main__":
+    main()
