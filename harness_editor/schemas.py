@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -343,24 +343,30 @@ def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
     return _path(kept)
 
 
-def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
+def pydantic_errors(exc: ValidationError, *, loc_format: Callable[[tuple], str] = format_loc,
+                    kinds: Sequence[str] = HOOK_KINDS) -> list[FieldError]:
+    """Pydantic's errors as located, readable :class:`FieldError` s (shared with streams/scenarios.py).
+
+    ``loc_format`` drops the union tags of the caller's discriminated unions; ``kinds`` names the valid
+    ``kind`` values, for the message when one is unknown or missing."""
     out: list[FieldError] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        path = format_loc(loc)
+        path = loc_format(loc)
         msg: str = err["msg"]
         kind = err["type"]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             path = _join(path, str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'"))
             if kind == "union_tag_invalid":
-                ctx = err.get("ctx") or {}
-                msg = f"unknown kind {ctx.get('tag')!r}; known kinds: {ctx.get('expected_tags')}"
+                msg = f"unknown kind {(err.get('ctx') or {}).get('tag')!r}; known kinds: {', '.join(kinds)}"
             else:
-                msg = f"missing 'kind'; known kinds: {', '.join(HOOK_KINDS)}"
+                msg = f"missing 'kind'; known kinds: {', '.join(kinds)}"
         elif kind == "extra_forbidden":
             msg = f"unknown field {loc[-1]!r}" if loc else "unknown field"
         elif kind == "missing":
             msg = "field required"
+        elif kind == "literal_error" and loc and loc[-1] == "kind":
+            msg = f"unknown kind {err.get('input')!r}; {msg[0].lower()}{msg[1:]}"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         fe = FieldError(path=path, message=msg)
@@ -625,7 +631,7 @@ def parse_manifest(data: Any) -> Manifest:
     try:
         manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
     except ValidationError as exc:
-        raise ManifestError(_pydantic_errors(exc)) from None
+        raise ManifestError(pydantic_errors(exc)) from None
     errors = validate_semantics(manifest)
     if errors:
         raise ManifestError(errors)

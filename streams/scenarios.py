@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness_editor.schemas import FieldError, ManifestError, load_yaml
+from harness_editor.schemas import FieldError, ManifestError, load_yaml, pydantic_errors
 from streams.bindings import BINDINGS
 
 __all__ = [
@@ -323,29 +323,6 @@ def _format_loc(loc: tuple[str | int, ...]) -> str:
     return _path(kept)
 
 
-def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
-    out: list[FieldError] = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
-        path, msg, kind = _format_loc(loc), err["msg"], err["type"]
-        if kind in ("union_tag_invalid", "union_tag_not_found"):
-            path = f"{path}.kind" if path else "kind"
-            msg = (f"unknown kind {(err.get('ctx') or {}).get('tag')!r}; known kinds: {', '.join(EVENT_KINDS)}"
-                   if kind == "union_tag_invalid" else f"missing 'kind'; known kinds: {', '.join(EVENT_KINDS)}")
-        elif kind == "extra_forbidden":
-            msg = f"unknown field {loc[-1]!r}" if loc else "unknown field"
-        elif kind == "missing":
-            msg = "field required"
-        elif kind == "literal_error" and loc and loc[-1] == "kind":
-            msg = f"unknown kind {err.get('input')!r}; {msg[0].lower()}{msg[1:]}"
-        elif msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        fe = FieldError(path=path, message=msg)
-        if fe not in out:
-            out.append(fe)
-    return out
-
-
 # --- semantic pass ------------------------------------------------------------------------------------
 
 
@@ -404,7 +381,7 @@ def parse_room(data: Any) -> Room:
     try:
         room = Room.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_pydantic_errors(exc)) from None
+        raise ScenarioError(pydantic_errors(exc, loc_format=_format_loc, kinds=EVENT_KINDS)) from None
     errors = [FieldError(path=e.path.removeprefix("room."), message=e.message) for e in room_errors(room)]
     if errors:
         raise ScenarioError(errors)
@@ -525,7 +502,7 @@ def parse_scenario(data: Any) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_pydantic_errors(exc)) from None
+        raise ScenarioError(pydantic_errors(exc, loc_format=_format_loc, kinds=EVENT_KINDS)) from None
     errors = validate_semantics(scenario)
     if errors:
         raise ScenarioError(errors)
