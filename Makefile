@@ -12,6 +12,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 MODEL_PORT ?= 8011
 MODEL_DIR ?= models/demo-tiny
+# The console's default model endpoint (seeded by seed_demo) is the local model server started by `make run`.
+export HAT_LOCAL_MODEL_URL ?= http://127.0.0.1:$(MODEL_PORT)/v1
+export HAT_LOCAL_MODEL_NAME ?= $(abspath $(MODEL_DIR))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hat_console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 # pip on this machine lists local mirrors that may be absent; drop their noise, keep real errors.
@@ -58,7 +61,6 @@ run: seed
 	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
 	@echo "Local model: $(MODEL_DIR) on http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~15 s)"
 	@trap 'kill 0' EXIT INT TERM; \
-	  export HAT_LOCAL_MODEL_URL=$${HAT_LOCAL_MODEL_URL:-http://127.0.0.1:$(MODEL_PORT)/v1}; \
 	  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) \
 	    --port $(MODEL_PORT) & \
 	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l warning & \

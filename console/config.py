@@ -33,7 +33,9 @@ class ConsoleSettings(BaseSettings):
     celery_always_eager: bool = Field(default=False, description="run tasks inline (never in production)")
     local_model_url: str = Field(default="http://127.0.0.1:8011/v1",
                                  description="the local OpenAI-compatible model server (the default endpoint)")
-    local_model_name: str = Field(default="demo-tiny", min_length=1, description="the model name it serves")
+    # transformers serve pins the model it was started with and only accepts that name: its absolute path.
+    local_model_name: str = Field(default=str(BASE_DIR / "models" / "demo-tiny"), min_length=1,
+                                  description="the model name the local server accepts")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
 
     @field_validator("database_url")

@@ -33,3 +33,13 @@ def test_urls_switch_to_real_services(monkeypatch):
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
     s = load_settings()
     assert s.database_url.startswith("postgres://") and s.redis_url.endswith("/0")
+
+
+def test_default_local_model_name_is_what_the_local_server_accepts(monkeypatch):
+    """transformers serve pins the model it started with and refuses any other name."""
+    from training_jobs.tiny_model.serve import DEMO_MODEL_DIR, server_command
+
+    monkeypatch.delenv("HAT_LOCAL_MODEL_NAME", raising=False)
+    name = ConsoleSettings().local_model_name
+    assert name == str(DEMO_MODEL_DIR.resolve())
+    assert name in server_command(DEMO_MODEL_DIR)
