@@ -98,6 +98,14 @@ def _line_counts(diff: list[str]) -> str:
 # --- matching ------------------------------------------------------------------------------------------
 
 
+def _presence(component: str, kind: str, key: str, path: str, summary: str, item: Any,
+              breaking: bool = False) -> Change:
+    """An item that appeared (``added``: ``after`` is it) or disappeared (``removed``: ``before`` is it)."""
+    dumped = item.model_dump()
+    return Change(component=component, kind=kind, key=key, path=path, summary=summary, breaking=breaking,
+                  before=dumped if kind == "removed" else None, after=dumped if kind == "added" else None)
+
+
 def _match_renames(removed: list[Any], added: list[Any], same: Callable[[Any, Any], bool]) -> list[tuple[Any, Any]]:
     """Pair removed with added items (first match wins, each used once)."""
     pairs = []
@@ -210,17 +218,8 @@ def _diff_skills(old: Manifest, new: Manifest, tool_renames: dict[str, str]) -> 
 
     for s in removed:
         if s.id not in renamed_old:
-            out.append(
-                Change(
-                    component="skill",
-                    kind="removed",
-                    key=s.id,
-                    path=f"skills[{s.id}]",
-                    breaking=True,
-                    summary=f"skill '{s.id}' removed",
-                    before=s.model_dump(),
-                )
-            )
+            out.append(_presence("skill", "removed", s.id, f"skills[{s.id}]",
+                                      f"skill '{s.id}' removed", s, breaking=True))
     for o, n in renames:
         out.append(
             Change(
@@ -237,16 +236,7 @@ def _diff_skills(old: Manifest, new: Manifest, tool_renames: dict[str, str]) -> 
         out += _skill_fields(o, _with_renamed_tools(n, tool_renames, o))
     for s in added:
         if s.id not in renamed_new:
-            out.append(
-                Change(
-                    component="skill",
-                    kind="added",
-                    key=s.id,
-                    path=f"skills[{s.id}]",
-                    summary=f"{s.kind} skill '{s.id}' added",
-                    after=s.model_dump(),
-                )
-            )
+            out.append(_presence("skill", "added", s.id, f"skills[{s.id}]", f"{s.kind} skill '{s.id}' added", s))
     for s in new.skills:
         if s.id in old_by:
             out += _skill_fields(old_by[s.id], _with_renamed_tools(s, tool_renames, old_by[s.id]))
@@ -497,17 +487,8 @@ def _diff_tools(old: Manifest, new: Manifest) -> tuple[list[Change], dict[str, s
     renamed_new = {n.name for _, n in renames}
     for t in removed:
         if t.name not in renamed_old:
-            out.append(
-                Change(
-                    component="tool",
-                    kind="removed",
-                    key=t.name,
-                    path=f"tools[{t.name}]",
-                    breaking=True,
-                    summary=f"tool '{t.name}' removed",
-                    before=t.model_dump(),
-                )
-            )
+            out.append(_presence("tool", "removed", t.name, f"tools[{t.name}]",
+                                      f"tool '{t.name}' removed", t, breaking=True))
     for o, n in renames:
         out.append(
             Change(
@@ -524,16 +505,8 @@ def _diff_tools(old: Manifest, new: Manifest) -> tuple[list[Change], dict[str, s
         out += _tool_fields(o, n)
     for t in added:
         if t.name not in renamed_new:
-            out.append(
-                Change(
-                    component="tool",
-                    kind="added",
-                    key=t.name,
-                    path=f"tools[{t.name}]",
-                    summary=f"tool '{t.name}' added (binding {t.binding})",
-                    after=t.model_dump(),
-                )
-            )
+            out.append(_presence("tool", "added", t.name, f"tools[{t.name}]",
+                                      f"tool '{t.name}' added (binding {t.binding})", t))
     for t in new.tools:
         if t.name in old_by:
             out += _tool_fields(old_by[t.name], t)
@@ -550,28 +523,10 @@ def _diff_hooks(old: Manifest, new: Manifest) -> list[Change]:
     new_by = {h.id: h for h in new.hooks}
     for h in old.hooks:
         if h.id not in new_by:
-            out.append(
-                Change(
-                    component="hook",
-                    kind="removed",
-                    key=h.id,
-                    path=f"hooks[{h.id}]",
-                    summary=f"{h.kind} hook '{h.id}' removed",
-                    before=h.model_dump(),
-                )
-            )
+            out.append(_presence("hook", "removed", h.id, f"hooks[{h.id}]", f"{h.kind} hook '{h.id}' removed", h))
     for h in new.hooks:
         if h.id not in old_by:
-            out.append(
-                Change(
-                    component="hook",
-                    kind="added",
-                    key=h.id,
-                    path=f"hooks[{h.id}]",
-                    summary=f"{h.kind} hook '{h.id}' added",
-                    after=h.model_dump(),
-                )
-            )
+            out.append(_presence("hook", "added", h.id, f"hooks[{h.id}]", f"{h.kind} hook '{h.id}' added", h))
             continue
         o, n = old_by[h.id].model_dump(), h.model_dump()
         for field in dict.fromkeys([*o, *n]):
@@ -620,29 +575,12 @@ def _diff_prompt(old: Manifest, new: Manifest) -> list[Change]:
     new_by = {b.id: b for b in new.prompt.blocks}
     for b in old.prompt.blocks:
         if b.id not in new_by:
-            out.append(
-                Change(
-                    component="prompt_block",
-                    kind="removed",
-                    key=b.id,
-                    path=f"prompt.blocks[{b.id}]",
-                    summary=f"{b.role} block '{b.id}' removed",
-                    before=b.model_dump(),
-                )
-            )
+            out.append(_presence("prompt_block", "removed", b.id, f"prompt.blocks[{b.id}]",
+                                      f"{b.role} block '{b.id}' removed", b))
     for b in new.prompt.blocks:
         path = f"prompt.blocks[{b.id}]"
         if b.id not in old_by:
-            out.append(
-                Change(
-                    component="prompt_block",
-                    kind="added",
-                    key=b.id,
-                    path=path,
-                    summary=f"{b.role} block '{b.id}' added",
-                    after=b.model_dump(),
-                )
-            )
+            out.append(_presence("prompt_block", "added", b.id, path, f"{b.role} block '{b.id}' added", b))
             continue
         o = old_by[b.id]
         for field in ("role", "title"):
