@@ -637,7 +637,10 @@ def _diff_prompt(old: Manifest, new: Manifest) -> list[Change]:
 
 
 def _diff_constraints(old: Manifest, new: Manifest) -> list[Change]:
-    o, n = old.constraints.model_dump(), new.constraints.model_dump()
+    # Field values, not model_dump(): the dump leaves out turn_deadline_s at its default.
+    fields = type(new.constraints).model_fields
+    o = {f: getattr(old.constraints, f) for f in fields}
+    n = {f: getattr(new.constraints, f) for f in fields}
     return [
         Change(
             component="constraint",

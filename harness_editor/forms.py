@@ -17,6 +17,7 @@ with a plain POST and no JavaScript; add / remove / move up / move down are subm
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -217,6 +218,15 @@ def _int_or_raw(text: str, *, optional: bool = False) -> Any:
         return text  # pydantic (strict) reports "Input should be a valid integer" at the field's path
 
 
+def _float_or_raw(text: str) -> Any:
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return text  # pydantic (strict) reports "Input should be a valid number" at the field's path
+    return value if math.isfinite(value) else text  # nan/inf: pydantic says why at the field's path
+
+
 def _load_sub(text: str, path: str, loader) -> tuple[Any, list[FieldError]]:
     """Parse a nested JSON/YAML text box; errors are re-rooted at ``path``."""
     try:
@@ -271,7 +281,9 @@ def state_from_manifest(component: str, data: dict) -> Any:
                          "params": _yaml_block(params)})
         return rows
     if component == "constraints":
-        return {k: v for k, v in data["constraints"].items()}
+        # The dump leaves out fields at some defaults (turn_deadline_s): show every field with its value.
+        return {name: data["constraints"].get(name, info.get_default(call_default_factory=True))
+                for name, info in InteractionConstraints.model_fields.items()}
     if component == "yaml":
         return {"text": manifest_to_yaml(Manifest.model_validate(data))}
     raise KeyError(component)
@@ -411,6 +423,8 @@ def manifest_data_from_state(component: str, state: Any, base: dict) -> tuple[An
                 out[name] = bool(raw)
             elif info.annotation is int:
                 out[name] = _int_or_raw(raw or "")
+            elif info.annotation is float:
+                out[name] = _float_or_raw(raw or "")
             else:
                 out[name] = raw or ""
         data["constraints"] = out
@@ -502,7 +516,7 @@ def editor_view(component: str, state: Any, errors: list[FieldError], base: dict
     elif component == "constraints":
         fields = []
         for name, info in InteractionConstraints.model_fields.items():
-            kind = "bool" if info.annotation is bool else "int" if info.annotation is int else "str"
+            kind = {bool: "bool", int: "int", float: "float"}.get(info.annotation, "str")
             fields.append({"name": name, "kind": kind, "value": state.get(name),
                            "default": info.get_default(call_default_factory=True),
                            "errors": placed.get(name, [])})

@@ -35,7 +35,9 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
+    model_serializer,
     model_validator,
 )
 
@@ -280,6 +282,9 @@ class SystemPrompt(_Model):
     blocks: list[PromptBlock] = Field(min_length=1, max_length=50)
 
 
+DEFAULT_TURN_DEADLINE_S = 20.0
+
+
 class InteractionConstraints(_Model):
     reply_min_chars: int = Field(default=10, ge=0, le=2000)
     reply_max_chars: int = Field(default=200, ge=1, le=4000)
@@ -288,6 +293,18 @@ class InteractionConstraints(_Model):
     speakable: bool = True
     turn_limit: int = Field(default=6, ge=1, le=50)
     max_tool_rounds: int = Field(default=3, ge=0, le=20)
+    # Wall-clock budget of a whole turn (all model requests, tool calls and hook retries), in seconds; past it
+    # the engine speaks the fallback line. Declared last and left out of the dump at its default (below).
+    turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, ge=1, le=300, allow_inf_nan=False)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_deadline(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Versions stored before the field existed must keep their canonical JSON and content hash, so a
+        # manifest at the default deadline serialises exactly as it did then.
+        data = handler(self)
+        if self.turn_deadline_s == DEFAULT_TURN_DEADLINE_S:
+            data.pop("turn_deadline_s", None)
+        return data
 
 
 _SKIP_SEMANTICS = "harness_editor.skip_semantics"

@@ -12,12 +12,19 @@ non-standard ``reasoning_content`` delta (yielded on its own channel); leaked sp
 Every failure is a :class:`ModelError` with a ``kind``; nothing hangs: connect timeout, per-read timeout and
 a total deadline per request (checked between chunks; the worst case is bounded by ``timeout_s`` plus one
 read timeout).
+
+A caller with its own wall-clock budget (the turn engine's turn deadline) passes ``budget_s``: every timeout
+of the request is capped at it, and once the response has started a watchdog shuts the socket down when the
+budget runs out, so a stream that stalls mid-way is cut at the budget, not one read timeout later. Running
+out of the caller's budget is the error kind ``deadline`` (the endpoint's own limits stay ``timeout``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +33,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-ModelErrorKind = Literal["timeout", "connect", "http", "protocol", "replay"]
+ModelErrorKind = Literal["timeout", "deadline", "connect", "http", "protocol", "replay"]
 
 SPECIAL_TOKEN_RE = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")
 _MAX_ERROR_BODY = 2000
@@ -48,7 +55,8 @@ class ModelEndpoint(BaseModel):
 
 
 class ModelError(Exception):
-    """The endpoint failed: ``kind`` says how (timeout, connect, http, protocol, replay)."""
+    """The endpoint failed: ``kind`` says how (timeout, deadline, connect, http, protocol, replay). ``deadline``
+    means the caller's budget (``budget_s``) ran out, not the endpoint's own timeouts."""
 
     def __init__(self, kind: str, message: str, status: int | None = None):
         self.kind = kind
@@ -111,6 +119,54 @@ class _SpecialTokenFilter:
     def flush(self) -> str:
         held, self._held = self._held, ""
         return SPECIAL_TOKEN_RE.sub("", held)
+
+
+class _Cutoff:
+    """When one request must end: the endpoint's ``timeout_s`` or the caller's budget, whichever is first.
+
+    With a budget, :meth:`arm` starts a timer that shuts the response's socket down at the deadline: a read
+    blocked on a stalled stream then returns at once (EOF or a network error) and :attr:`fired` tells the
+    client it was cut, not finished."""
+
+    __slots__ = ("deadline", "by_budget", "limit_s", "fired", "_timer")
+
+    def __init__(self, timeout_s: float, budget_s: float | None):
+        self.by_budget = budget_s is not None and budget_s < timeout_s
+        self.limit_s = budget_s if self.by_budget else timeout_s  # type: ignore[assignment]
+        self.deadline = time.monotonic() + self.limit_s
+        self.fired = threading.Event()
+        self._timer: threading.Timer | None = None
+
+    def expired(self) -> bool:
+        return self.fired.is_set() or time.monotonic() >= self.deadline
+
+    def error(self) -> ModelError:
+        if self.by_budget:
+            return ModelError("deadline", f"turn deadline reached: request cut after {self.limit_s:.3g} s")
+        return ModelError("timeout", f"response not finished within {self.limit_s:g} s")
+
+    def arm(self, response: httpx.Response) -> None:
+        if not self.by_budget:
+            return
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:  # a test transport: the capped read timeout and the per-chunk check still hold
+            return
+
+        def cut() -> None:
+            self.fired.set()
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv(); close() from another thread does not
+            except OSError:
+                pass
+
+        self._timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class OpenAIChatClient:
@@ -176,44 +232,65 @@ class OpenAIChatClient:
         top_p: float | None = None,
         seed: int | None = None,
         stop: list[str] | None = None,
+        budget_s: float | None = None,
     ) -> Iterator[ChatDelta]:
+        """Stream one response. ``budget_s``: the caller's remaining wall-clock budget in seconds; when it is
+        shorter than the endpoint's limits the request is cut at it (a ``deadline`` ModelError)."""
         body = self.request_body(
             messages, tools, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed, stop=stop
         )
-        deadline = time.monotonic() + self.endpoint.timeout_s
+        if budget_s is not None and budget_s <= 0:
+            raise ModelError("deadline", "turn deadline reached before the request was sent")
+        cutoff = _Cutoff(self.endpoint.timeout_s, budget_s)
+        extra: dict[str, Any] = {}
+        if cutoff.by_budget:  # cap every phase (connect, waiting for headers, each read) at the budget
+            ep, rest = self.endpoint, cutoff.limit_s
+            read = min(ep.read_timeout_s or ep.timeout_s, rest)
+            extra["timeout"] = httpx.Timeout(connect=min(ep.connect_timeout_s, rest), read=read, write=read, pool=read)
         try:
-            with self._http.stream("POST", self.url, json=body) as response:
+            with self._http.stream("POST", self.url, json=body, **extra) as response:
+                cutoff.arm(response)
                 if response.status_code >= 400:
                     raw = b""
                     for chunk in response.iter_bytes():
                         raw += chunk
-                        if len(raw) > _MAX_ERROR_BODY or time.monotonic() > deadline:
+                        if len(raw) > _MAX_ERROR_BODY or cutoff.expired():
                             break
                     text = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace").strip()
                     raise ModelError("http", f"HTTP {response.status_code}: {text}", response.status_code)
-                yield from self._events(response, deadline)
+                yield from self._events(response, cutoff)
         except ModelError:
             raise
         except httpx.TimeoutException as exc:
+            if cutoff.by_budget and cutoff.expired():
+                raise cutoff.error() from None
             raise ModelError("timeout", f"{type(exc).__name__}: endpoint did not answer in time") from None
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.NetworkError) as exc:
+            if cutoff.fired.is_set():  # our watchdog broke the connection
+                raise cutoff.error() from None
             kind = "connect" if isinstance(exc, httpx.ConnectError) else "protocol"
             raise ModelError(kind, f"{type(exc).__name__}: {exc}") from None
         except httpx.HTTPError as exc:
+            if cutoff.fired.is_set():
+                raise cutoff.error() from None
             raise ModelError("protocol", f"{type(exc).__name__}: {exc}") from None
+        finally:
+            cutoff.disarm()
 
-    def _events(self, response: httpx.Response, deadline: float) -> Iterator[ChatDelta]:
+    def _events(self, response: httpx.Response, cutoff: _Cutoff) -> Iterator[ChatDelta]:
         calls: dict[int, dict[str, Any]] = {}
         content_filter = _SpecialTokenFilter()
         finish: str | None = None
         usage: dict[str, Any] | None = None
+        done = False
         for line in response.iter_lines():
-            if time.monotonic() > deadline:
-                raise ModelError("timeout", f"response not finished within {self.endpoint.timeout_s:g} s")
+            if cutoff.expired():
+                raise cutoff.error()
             if not line.startswith("data:"):
                 continue  # comments (": keep-alive"), event names, blank separators
             data = line[5:].strip()
             if data == "[DONE]":
+                done = True
                 break
             try:
                 chunk = json.loads(data)
@@ -261,6 +338,8 @@ class OpenAIChatClient:
                         slot["arguments"] += json.dumps(args, ensure_ascii=False)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
+        if not done and cutoff.fired.is_set():  # the watchdog's shutdown reads as EOF: cut, not finished
+            raise cutoff.error()
         tail = content_filter.flush()
         if tail:
             yield ChatDelta(content=tail)

@@ -120,6 +120,16 @@ class Timings(_Event):
     model_calls: int
 
 
+class DeadlineExceeded(_Event):
+    """The turn ran out of its wall-clock budget (constraints.turn_deadline_s, or the caller's deadline_s):
+    the model stream or tool call in progress was cut and the fallback line follows."""
+
+    type: Literal["deadline_exceeded"] = "deadline_exceeded"
+    stage: Literal["model", "tool", "hook"]  # where the turn was when the budget ran out
+    elapsed_ms: float = Field(ge=0)
+    budget_ms: float = Field(gt=0)
+
+
 class ErrorEvent(_Event):
     type: Literal["error"] = "error"
     stage: Literal["context", "prompt", "model", "tool", "hook", "dispatch"]
@@ -140,6 +150,7 @@ TurnEvent = Annotated[
     | Retry
     | Reply
     | Timings
+    | DeadlineExceeded
     | ErrorEvent,
     Field(discriminator="type"),
 ]
@@ -159,5 +170,6 @@ EVENT_TYPES: tuple[str, ...] = (
     "retry",
     "reply",
     "timings",
+    "deadline_exceeded",
     "error",
 )

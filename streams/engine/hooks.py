@@ -6,13 +6,14 @@ that judges lives only here. The engine (:mod:`streams.engine.turn`) decides wha
 
 Points: ``viewer_input`` (before the prompt), ``tool_args`` (each tool call), ``before_reply`` (each
 candidate final reply: reply_skill_loaded, reply_format + the interaction constraints, banned_phrases,
-factual_risk).
+factual_risk, and always the language and tone constraints: ``constraints.language``, ``constraints.tone``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -45,6 +46,8 @@ _RE_ONLY_INPUT_CAP = 300  # without `regex`, a shorter cap bounds (but cannot st
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_FALLBACK_REPLY = "Let me double-check that for you. Please look at the product card on screen!"
 CONSTRAINTS_HOOK_ID = "constraints"
+LANGUAGE_HOOK_ID = "constraints.language"
+TONE_HOOK_ID = "constraints.tone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +69,18 @@ class ReplyState:
     loaded_skills: Sequence[str] = ()
     tool_results: Sequence[Any] = ()  # parsed JSON results of THIS turn (faulted/malformed ones excluded)
     _backed: set[float] | None = field(default=None, repr=False)
+    _words: frozenset[str] | None = field(default=None, repr=False)
 
     def backed_numbers(self) -> set[float]:
         if self._backed is None:
             self._backed = backed_numbers(self.tool_results)
         return self._backed
+
+    def result_words(self) -> frozenset[str]:
+        """Words in this turn's tool results (titles, coupon codes), as written: quoting them is not shouting."""
+        if self._words is None:
+            self._words = result_words(self.tool_results)
+        return self._words
 
 
 def _verdict(hook: Any, point: str, ok: bool, detail: str = "") -> Verdict:
@@ -338,6 +348,376 @@ def check_factual_risk(hook: FactualRiskHook, state: ReplyState) -> Verdict:
     return _verdict(hook, "before_reply", not unbacked, detail)
 
 
+# --- language ------------------------------------------------------------------------------------------
+#
+# Offline and dependency-free, so it runs on every candidate reply of a live room: (1) the Unicode script of
+# the letters against the scripts the language tag implies, (2) for a few Latin-script languages, which
+# language's common function words the reply uses. Both only flag when confident: a few foreign words
+# (a viewer's name, a greeting) never do, and neither do product names, codes, numbers or link ids (digits
+# and mid-word capitals mark a code or a brand; for a non-Latin language, any capitalised Latin word is
+# taken for a name).
+
+# Unicode character-name prefix → script (the first words of unicodedata.name(), longest first).
+_SCRIPT_NAMES: tuple[tuple[str, str], ...] = (
+    ("FULLWIDTH LATIN", "Latin"), ("HALFWIDTH KATAKANA", "Kana"), ("HALFWIDTH HANGUL", "Hangul"),
+    ("KATAKANA-HIRAGANA", "Kana"), ("IDEOGRAPHIC", "Han"), ("CJK", "Han"), ("HIRAGANA", "Kana"),
+    ("KATAKANA", "Kana"), ("HANGUL", "Hangul"), ("LATIN", "Latin"), ("CYRILLIC", "Cyrillic"),
+    ("GREEK", "Greek"), ("ARABIC", "Arabic"), ("HEBREW", "Hebrew"), ("DEVANAGARI", "Devanagari"),
+    ("BENGALI", "Bengali"), ("GURMUKHI", "Gurmukhi"), ("GUJARATI", "Gujarati"), ("TAMIL", "Tamil"),
+    ("TELUGU", "Telugu"), ("KANNADA", "Kannada"), ("MALAYALAM", "Malayalam"), ("THAI", "Thai"),
+    ("LAO", "Lao"), ("KHMER", "Khmer"), ("MYANMAR", "Myanmar"), ("GEORGIAN", "Georgian"),
+    ("ARMENIAN", "Armenian"), ("ETHIOPIC", "Ethiopic"),
+)
+_CASED_SCRIPTS = frozenset({"Latin", "Cyrillic", "Greek", "Armenian"})
+# Scripts written without spaces between words: letters are weighed as a fraction of a word.
+_LETTERS_PER_WORD = {"Han": 2.0, "Kana": 2.0, "Thai": 4.0, "Lao": 4.0, "Khmer": 4.0, "Myanmar": 4.0}
+
+_LATIN_LANGUAGES = frozenset(
+    "en es fr de pt it nl id ms vi tr pl sv da no nb nn fi cs sk ro hu tl fil sw ca gl eu et lv lt sl hr bs "
+    "sq is ga cy af az uz mt lb".split()
+)
+_PRIMARY_SCRIPTS: dict[str, frozenset[str]] = {
+    **{lang: frozenset({"Latin"}) for lang in _LATIN_LANGUAGES},
+    "zh": frozenset({"Han"}), "yue": frozenset({"Han"}), "ja": frozenset({"Han", "Kana"}),
+    "ko": frozenset({"Hangul"}),
+    **{lang: frozenset({"Cyrillic"}) for lang in ("ru", "uk", "be", "bg", "mk", "kk", "ky", "mn", "tg")},
+    "sr": frozenset({"Cyrillic", "Latin"}),  # Serbian is written in both
+    **{lang: frozenset({"Arabic"}) for lang in ("ar", "fa", "ur", "ps")},
+    **{lang: frozenset({"Devanagari"}) for lang in ("hi", "mr", "ne", "sa")},
+    "bn": frozenset({"Bengali"}), "pa": frozenset({"Gurmukhi"}), "gu": frozenset({"Gujarati"}),
+    "ta": frozenset({"Tamil"}), "te": frozenset({"Telugu"}), "kn": frozenset({"Kannada"}),
+    "ml": frozenset({"Malayalam"}), "th": frozenset({"Thai"}), "lo": frozenset({"Lao"}),
+    "km": frozenset({"Khmer"}), "my": frozenset({"Myanmar"}), "el": frozenset({"Greek"}),
+    "he": frozenset({"Hebrew"}), "iw": frozenset({"Hebrew"}), "yi": frozenset({"Hebrew"}),
+    "ka": frozenset({"Georgian"}), "hy": frozenset({"Armenian"}), "am": frozenset({"Ethiopic"}),
+}
+# ISO 15924 script subtags (zh-Hant, sr-Latn, ...) override the primary language's script.
+_SCRIPT_SUBTAGS: dict[str, frozenset[str]] = {
+    "latn": frozenset({"Latin"}), "cyrl": frozenset({"Cyrillic"}), "arab": frozenset({"Arabic"}),
+    "deva": frozenset({"Devanagari"}), "thai": frozenset({"Thai"}), "grek": frozenset({"Greek"}),
+    "hebr": frozenset({"Hebrew"}), "hani": frozenset({"Han"}), "hans": frozenset({"Han"}),
+    "hant": frozenset({"Han"}), "hira": frozenset({"Kana"}), "kana": frozenset({"Kana"}),
+    "jpan": frozenset({"Han", "Kana"}), "hang": frozenset({"Hangul"}), "kore": frozenset({"Hangul", "Han"}),
+    "beng": frozenset({"Bengali"}), "guru": frozenset({"Gurmukhi"}), "gujr": frozenset({"Gujarati"}),
+    "taml": frozenset({"Tamil"}), "telu": frozenset({"Telugu"}), "knda": frozenset({"Kannada"}),
+    "mlym": frozenset({"Malayalam"}), "geor": frozenset({"Georgian"}), "armn": frozenset({"Armenian"}),
+}
+LANGUAGE_NAMES = {
+    "en": "English", "es": "Spanish", "fr": "French", "de": "German", "pt": "Portuguese", "it": "Italian",
+    "nl": "Dutch", "id": "Indonesian", "ms": "Malay", "vi": "Vietnamese", "tr": "Turkish", "pl": "Polish",
+    "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ru": "Russian", "uk": "Ukrainian", "ar": "Arabic",
+    "hi": "Hindi", "th": "Thai", "el": "Greek", "he": "Hebrew",
+}
+
+# Common function words per Latin-script language. A word listed for two languages says nothing about which
+# one a reply is in, so such words are dropped from every profile (computed below, never by hand).
+_STOPWORDS_RAW: dict[str, str] = {
+    # English also lists its homographs of other languages' words (a, as, do, per, come, met, ...) so that
+    # those drop out of every profile.
+    "en": "the and is are was were you your it this that these those with for of to in on have has had we our "
+          "not be been will can just right now today only left from at so but or they them what there here "
+          "get all very yes my an by if do does would could should about more also than which who how when "
+          "back down up out off still some any over please thanks thank welcome sorry a as per come met pour "
+          "den die hay um",
+    "es": "el los las del y es está están son pero muy para por con una uno este esta estos estas ahora hoy "
+          "también tenemos hay solo más usted gracias hola aquí cuando sí nuestro nuestra puedes pues cómo "
+          "qué porque desde hasta sin sobre todo todos mucho lo le se que o en de la tu quedan ya un te",
+    "fr": "le les des du et est sont mais très pour avec dans une un ce cette ces nous vous il elle ils "
+          "maintenant aussi pas ne merci bonjour ici quand oui notre votre peut au aux sur tout tous "
+          "beaucoup qui à en de la se que son tu",
+    "de": "der die das und ist sind nicht aber sehr für mit ein eine einen dem den wir sie ich du heute "
+          "jetzt auch noch nur hier wenn ja danke hallo unser kann können auf bei zu von wie was es so "
+          "an in also will er",
+    "pt": "o os as um uma é são mas muito para por com não você vocês nós hoje agora também temos aqui "
+          "quando sim obrigado obrigada olá nosso nossa pode ao aos da do das dos na em isso este está só "
+          "mais ainda sem tudo que de a e se tu à",
+    "it": "il lo gli della delle dei degli e è sono ma molto per con una questo questa oggi adesso ora "
+          "anche non abbiamo qui quando sì grazie ciao nostro nostra può puoi al alla nel nella del di che "
+          "come tutto ancora solo più in la se tu un da",
+    "nl": "de het een en is zijn niet maar heel voor met van dit deze wij jij jullie vandaag nu ook nog "
+          "alleen hier wanneer ja bedankt dank hallo onze kan kunnen op bij naar hoe wat er te om al we "
+          "was so",
+    "id": "dan yang di ke dari untuk dengan ini itu tidak ada saya kamu anda kami kita juga akan sudah "
+          "bisa hari sekarang hanya sini kalau terima kasih ya lagi sangat banyak atau tapi belum masih",
+}
+
+
+def _distinct_profiles(raw: dict[str, str]) -> dict[str, frozenset[str]]:
+    words = {lang: set(text.split()) for lang, text in raw.items()}
+    shared = {w for lang, ws in words.items() for w in ws if any(w in o for k, o in words.items() if k != lang)}
+    return {lang: frozenset(ws - shared) for lang, ws in words.items()}
+
+
+STOPWORDS: dict[str, frozenset[str]] = _distinct_profiles(_STOPWORDS_RAW)
+
+LANGUAGE_MIN_FOREIGN_WORDS = 3.0  # fewer foreign "words" than this never fail the script check
+LANGUAGE_MIN_SHARE = 0.5  # the language's own script must carry at least this share of the words
+STOPWORD_MIN_WORDS = 5  # lowercase Latin words a reply needs before its function words are judged
+STOPWORD_MIN_HITS = 3  # function words of the other language needed to flag
+JA_MIN_HAN_WITHOUT_KANA = 12  # Japanese prose this long always has some kana; without any it is Chinese
+ZH_MAX_KANA = 3  # Chinese prose has no kana; more than a stray one or two means Japanese
+
+
+@lru_cache(maxsize=8192)
+def _script(ch: str) -> str | None:
+    name = unicodedata.name(ch, "")
+    for prefix, script in _SCRIPT_NAMES:
+        if name.startswith(prefix):
+            return script
+    return "Other" if ch.isalpha() else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A run of letters (with their combining marks) of one script, inside one alphanumeric token."""
+
+    text: str
+    script: str
+    in_code: bool  # its token also has digits (a code like GLOW5, SPF50, a link id)
+
+
+def _mark(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("M")
+
+
+def letter_runs(text: str) -> list[_Run]:
+    runs: list[_Run] = []
+    token: list[tuple[str, str | None]] = []  # (char, script or None for a digit)
+
+    def flush() -> None:
+        if not token:
+            return
+        has_digit = any(sc is None for _, sc in token)
+        cur, script = "", ""
+        for ch, sc in token:
+            if sc is None or (sc != script and cur):
+                if cur:
+                    runs.append(_Run(cur, script, has_digit))
+                cur, script = "", ""
+            if sc is not None:
+                cur, script = cur + ch, sc
+        if cur:
+            runs.append(_Run(cur, script, has_digit))
+        token.clear()
+
+    for ch in text:
+        if ch.isdigit():
+            token.append((ch, None))
+        elif ch.isalpha():
+            token.append((ch, _script(ch)))
+        elif _mark(ch) and token and token[-1][1] is not None:
+            token.append((ch, token[-1][1]))  # a vowel sign or virama belongs to the letter before it
+        else:
+            flush()
+    flush()
+    return runs
+
+
+def _name_or_code(run: _Run, *, capitalised_too: bool) -> bool:
+    """A product name, brand, code or link id rather than a word of running text."""
+    if run.script not in _CASED_SCRIPTS:
+        return False
+    if run.in_code or any(c.isupper() for c in run.text[1:]):  # GLOW5, #101, SPF, HydraGlow
+        return True
+    return capitalised_too and run.text[:1].isupper()
+
+
+def expected_scripts(language: str) -> frozenset[str] | None:
+    """Scripts a BCP-47 tag is written in (a script subtag wins), or None when the tag is not known."""
+    parts = language.replace("_", "-").split("-")
+    for sub in parts[1:]:
+        if len(sub) == 4 and sub.isalpha():
+            return _SCRIPT_SUBTAGS.get(sub.lower())
+    return _PRIMARY_SCRIPTS.get(parts[0].lower())
+
+
+def language_name(language: str) -> str:
+    name = LANGUAGE_NAMES.get(language.split("-")[0].lower())
+    return f"{name} ({language})" if name else language
+
+
+def script_weights(runs: Sequence[_Run], *, skip_capitalised: bool) -> dict[str, float]:
+    """Roughly how many words of each script the runs make (names and codes left out)."""
+    weights: dict[str, float] = {}
+    for run in runs:
+        if _name_or_code(run, capitalised_too=skip_capitalised):
+            continue
+        per_word = _LETTERS_PER_WORD.get(run.script)
+        weights[run.script] = weights.get(run.script, 0.0) + (len(run.text) / per_word if per_word else 1.0)
+    return weights
+
+
+def language_problems(text: str, language: str) -> list[str]:
+    """Why ``text`` does not read as ``language`` ([] when it does, or when nobody can tell)."""
+    expected = expected_scripts(language)
+    if expected is None:
+        return []  # an unknown tag: nothing to compare against
+    problems: list[str] = []
+    runs = letter_runs(text)
+    weights = script_weights(runs, skip_capitalised="Latin" not in expected)
+    own = sum(w for sc, w in weights.items() if sc in expected)
+    foreign = {sc: w for sc, w in weights.items() if sc not in expected}
+    other = sum(foreign.values())
+    if other >= LANGUAGE_MIN_FOREIGN_WORDS and own / (own + other) < LANGUAGE_MIN_SHARE:
+        main = max(foreign, key=foreign.__getitem__)
+        problems.append(f"it is mostly in {main} script (about {round(other)} of {round(own + other)} words)")
+    primary = language.split("-")[0].lower()
+    letters = {sc: sum(len(r.text) for r in runs if r.script == sc) for sc in ("Han", "Kana")}
+    if not problems and primary == "ja" and letters["Kana"] == 0 and letters["Han"] >= JA_MIN_HAN_WITHOUT_KANA:
+        problems.append(f"it looks like Chinese ({letters['Han']} Han characters and no kana)")
+    if not problems and primary in ("zh", "yue") and letters["Kana"] > ZH_MAX_KANA:
+        problems.append(f"it looks like Japanese ({letters['Kana']} kana characters)")
+    if not problems and primary in STOPWORDS and expected == frozenset({"Latin"}):
+        problems += _stopword_problems(runs, primary)
+    return problems
+
+
+def _stopword_problems(runs: Sequence[_Run], primary: str) -> list[str]:
+    # Only all-lowercase words: capitalised ones may be names ("Agua De Rosas"), and a sentence's first word
+    # is not needed to tell a language.
+    words = [r.text for r in runs if r.script == "Latin" and not r.in_code and r.text.islower()]
+    if len(words) < STOPWORD_MIN_WORDS:
+        return []
+    hits = {lang: sum(w in profile for w in words) for lang, profile in STOPWORDS.items()}
+    own = hits[primary]
+    best = max((lang for lang in hits if lang != primary), key=hits.__getitem__)
+    if hits[best] >= STOPWORD_MIN_HITS and hits[best] >= 2 * own + 2:  # a clear margin, not a coin toss
+        found = sorted({w for w in words if w in STOPWORDS[best]})
+        return [f"it reads as {language_name(best)} ({', '.join(found[:6])}: {hits[best]} {best} function "
+                f"words, {own} {primary})"]
+    return []
+
+
+def check_language(constraints: InteractionConstraints, state: ReplyState) -> Verdict:
+    problems = language_problems(state.reply, constraints.language)
+    message = (f"Reply only in {language_name(constraints.language)}, the language of this room: your last "
+               f"reply was not ({problems[0]})." if problems else "")
+    return Verdict(LANGUAGE_HOOK_ID, "language", "before_reply", not problems, "retry", message,
+                   "; ".join(problems))
+
+
+# --- tone ----------------------------------------------------------------------------------------------
+#
+# Small and conservative: a false positive blocks a good reply in a live room. Universal checks, whatever
+# tone is declared: shouting (three or more words in capitals that are not acronyms, codes or words from
+# this turn's tool results), runs of "!!!" / "???", and hostile or insulting words aimed at the viewer.
+# Declared tones add a profile: formal (no slang or text-speak) and warm/friendly (no curt dismissals).
+# The word lists are English and apply when the room's language is English; shouting and punctuation apply
+# to every language.
+
+SHOUT_MIN_WORDS = 3
+_ACRONYMS = frozenset(
+    "SPF LED USB UV UVA UVB AHA BHA PHA VIP DIY FAQ USD RMB EUR GBP CNY HKD JPY AUD CAD NFC LCD OLED HDMI "
+    "BPA PVC SKU ID QR AM PM TV".split()
+)
+_EXCESS_PUNCT_RE = re.compile(r"[!?！？¡¿]{3,}")
+_NEGATION_RE = re.compile(r"\b(?:no|not|never|nothing|isn't|aren't|wasn't|don't|doesn't|ain't)\W+(?:\w+\W+)?$",
+                          re.I)
+_SENTENCE_START = r"(?:^|[.!?,;:]\s*)"  # imperatives ("Calm down.") differ from descriptions ("calms down redness")
+_SENTENCE_END = r"\s*(?:[.!?,;:]|$)"
+_HOSTILE_RES: tuple[re.Pattern[str], ...] = (
+    # never said to a viewer, negated or not
+    re.compile(r"\b(?:idiots?(?!-)|idiotic|morons?|moronic|imbeciles?|dumbass\w*|retard(?:ed|s)?|stfu|shut up|"
+               r"screw you|f+u+c+k\w*|shit\w*|bitch\w*|bastards?|assholes?|can'?t you read|learn to read)\b", re.I),
+    re.compile(rf"{_SENTENCE_START}(?:nobody cares|no one cares|who cares|get lost|go away){_SENTENCE_END}", re.I),
+    # insults aimed at the viewer
+    re.compile(r"\byou(?:'re| are)?\s+(?:so\s+|really\s+|such\s+an?\s+|an?\s+|being\s+)?"
+               r"(?:stupid|dumb|annoying|ugly|clueless|ignorant|useless|pathetic|rude|loser)\b", re.I),
+    re.compile(r"\bare you\s+(?:blind|deaf|stupid|dumb)\b", re.I),
+)
+# "stupid question" is hostile, "there are no stupid questions" is not: these need no negation just before.
+_NEGATABLE_HOSTILE_RE = re.compile(
+    r"\b(?:stupid|dumb|dumbest|silly|pointless|ridiculous|lame)\s+(?:questions?|comments?|viewers?)\b", re.I)
+
+_TONE_FORMAL = frozenset({"formal", "professional", "polite", "respectful", "courteous", "business"})
+_TONE_WARM = frozenset({"warm", "friendly", "kind", "caring", "upbeat", "cheerful", "welcoming", "empathetic",
+                        "gentle", "supportive", "positive", "enthusiastic", "sweet"})
+_TONE_NEGATORS = frozenset({"not", "non", "no", "less", "never", "semi", "un", "without"})
+_SLANG_RE = re.compile(
+    r"\b(?:lol|lmao|rofl|omg|gonna|wanna|gotta|kinda|sorta|ain'?t|y'?all|dude|bro|thx|pls|plz|btw|idk|tbh|imo|"
+    r"cuz|(?-i:u|ur))\b", re.I)  # "u"/"ur" only in lower case: "U-shaped" is a product, not text-speak
+_DISMISSIVE_RES: tuple[re.Pattern[str], ...] = (
+    re.compile(rf"{_SENTENCE_START}(?:whatever|deal with it|calm down|duh){_SENTENCE_END}", re.I),
+    re.compile(r"\b(?:not my problem|figure it out yourself|google it|stop asking|take it or leave it|"
+               r"as i already said|ask someone else|i already (?:told you|said|answered)|i just told you)\b", re.I),
+)
+
+
+def _walk_strings(value: Any, out: set[str], depth: int = 0) -> None:
+    if depth > 12:
+        return
+    if isinstance(value, str):
+        out.update(re.findall(r"[^\W\d_]+", value[:2000]))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _walk_strings(v, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value[:500]:
+            _walk_strings(v, out, depth + 1)
+
+
+def result_words(results: Iterable[Any]) -> frozenset[str]:
+    out: set[str] = set()
+    for r in results:
+        _walk_strings(r, out)
+    return frozenset(out)
+
+
+def declared_tones(tone: str) -> set[str]:
+    """The profiles a free-text tone asks for: "formal" and/or "warm" ("not formal" and "informal" ask for
+    neither)."""
+    words = re.findall(r"[a-z]+", tone.lower())
+    out: set[str] = set()
+    for i, w in enumerate(words):
+        if i and words[i - 1] in _TONE_NEGATORS:
+            continue
+        if w in _TONE_FORMAL:
+            out.add("formal")
+        elif w in _TONE_WARM:
+            out.add("warm")
+    return out
+
+
+def _shouted(text: str, exempt: frozenset[str]) -> list[str]:
+    return [r.text for r in letter_runs(text)
+            if r.script in _CASED_SCRIPTS and not r.in_code and len(r.text) >= 3 and r.text.isupper()
+            and r.text not in _ACRONYMS and r.text not in exempt]
+
+
+def tone_problems(text: str, constraints: InteractionConstraints,
+                  exempt: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """(what the model should stop doing, what was found) pairs; [] when the tone is fine."""
+    problems: list[tuple[str, str]] = []
+    shouted = _shouted(text, exempt)
+    if len(shouted) >= SHOUT_MIN_WORDS:
+        problems.append(("no words in capital letters (shouting)", "shouting: " + " ".join(shouted[:6])))
+    if m := _EXCESS_PUNCT_RE.search(text):
+        problems.append((f"no {m.group(0)!r}-style punctuation", f"excess punctuation {m.group(0)!r}"))
+    if constraints.language.split("-")[0].lower() != "en":
+        return problems
+    hostile = [m.group(0) for p in _HOSTILE_RES for m in p.finditer(text)]
+    hostile += [m.group(0) for m in _NEGATABLE_HOSTILE_RE.finditer(text)
+                if not _NEGATION_RE.search(text[max(0, m.start() - 30):m.start()])]
+    if hostile:
+        problems.append(("no insults or hostile words towards the viewer",
+                         "hostile: " + ", ".join(repr(h.strip(" .!?,;:")) for h in hostile[:4])))
+    tones = declared_tones(constraints.tone)
+    if "formal" in tones and (slang := [m.group(0) for m in _SLANG_RE.finditer(text)]):
+        problems.append(("no slang or text-speak in a formal tone", "slang: " + ", ".join(slang[:6])))
+    if "warm" in tones and (curt := [m.group(0).strip(" .!?,") for p in _DISMISSIVE_RES for m in p.finditer(text)]):
+        problems.append(("no curt or dismissive phrases", "dismissive: " + ", ".join(repr(c) for c in curt[:4])))
+    return problems
+
+
+def check_tone(constraints: InteractionConstraints, state: ReplyState) -> Verdict:
+    problems = tone_problems(state.reply, constraints, state.result_words())
+    tone = constraints.tone.strip() or "friendly"
+    message = (f"Keep the tone {tone}: " + "; ".join(p for p, _ in problems) + ". Answer the viewer again."
+               if problems else "")
+    return Verdict(TONE_HOOK_ID, "tone", "before_reply", not problems, "retry", message,
+                   "; ".join(d for _, d in problems))
+
+
 # --- retry control -----------------------------------------------------------------------------------------
 
 
@@ -359,7 +739,8 @@ def check_retry_control(hook: RetryControlHook, retries_done: int) -> Verdict:
 
 
 def run_before_reply(manifest: Manifest, state: ReplyState) -> list[Verdict]:
-    """All enabled before-reply hooks in manifest order; the constraints check when no reply_format hook."""
+    """All enabled before-reply hooks in manifest order; the constraints check when no reply_format hook;
+    then the language and tone checks."""
     verdicts: list[Verdict] = []
     has_format = False
     for h in manifest.hooks:
@@ -377,6 +758,9 @@ def run_before_reply(manifest: Manifest, state: ReplyState) -> list[Verdict]:
             verdicts.append(check_factual_risk(h, state))
     if not has_format:
         verdicts.append(check_constraints(manifest.constraints, state))
+    # Language and tone are constraints no hook kind covers, so they are checked in every manifest.
+    verdicts.append(check_language(manifest.constraints, state))
+    verdicts.append(check_tone(manifest.constraints, state))
     return verdicts
 
 

@@ -14,6 +14,13 @@ Stages (issue 3 §1):
    retry_control fallback line.
 5. **dispatch** — only speakable text leaves (``reply``), then ``timings``.
 
+The whole turn has a wall-clock budget: ``constraints.turn_deadline_s``, or the caller's ``deadline_s``. The
+remaining budget caps each model request (passed to backends that take ``budget_s``, so the HTTP client cuts
+a stalled stream at the deadline) and each injected tool delay; no model request, retry or tool call starts
+past it. Running out records ``deadline_exceeded`` (stage, elapsed, budget), closes the model stream and
+speaks the fallback line with reason ``deadline_exceeded``. A candidate reply that is complete and passes the
+hooks is still spoken, even if the hooks finished just after the deadline.
+
 Nothing the model or an endpoint does crashes a turn: bad tool JSON, unknown tools and schema-invalid
 arguments become tool errors the model sees; endpoint errors become an ``error`` event and the fallback.
 Plain Python (no Django): the preview room, live sessions, RL rollouts, evaluation and replay all call
@@ -22,7 +29,9 @@ Plain Python (no Django): the preview room, live sessions, RL rollouts, evaluati
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -38,6 +47,7 @@ from streams.engine import hooks as H
 from streams.engine.client import ChatDelta, ModelError, NativeToolCall
 from streams.engine.events import (
     CommentReceived,
+    DeadlineExceeded,
     ErrorEvent,
     HookResult,
     ModelRequest,
@@ -70,7 +80,9 @@ class TurnResult:
     turn_id: str
     reply: str
     fallback: bool
-    reason: str  # "ok", "model_error", "blocked:<hook id>", "retries_exhausted", "turn_limit", "internal_error"
+    # "ok", "model_error", "blocked:<hook id>", "retries_exhausted", "turn_limit", "deadline_exceeded",
+    # "internal_error"
+    reason: str
     events: list[TurnEvent]
     messages: list[dict[str, Any]]  # the full transcript: prompt, tool calls and results, hook feedback, reply
     timings: Timings
@@ -120,14 +132,25 @@ def normalise_room(room: Any) -> dict[str, Any]:
 
 class ReplayBackend:
     """Plays back the model outputs recorded in a turn's events (tokens, native tool calls, endpoint errors),
-    one recorded ``model_request`` per :meth:`stream_chat` call, so re-running the turn gives the same events."""
+    one recorded ``model_request`` per :meth:`stream_chat` call, so re-running the turn gives the same events.
+
+    A turn that ran out of time replays to the same reply and reason: a stream cut by the deadline ends with a
+    ``deadline`` error where it was cut, and a request the deadline stopped from starting gets one."""
 
     def __init__(self, events: Iterable[TurnEvent | dict[str, Any]]):
         self.responses: list[tuple[list[ChatDelta], list[NativeToolCall], ModelError | None]] = []
+        self.deadline_after: bool = False  # the recorded turn hit its deadline outside a stream
         current: tuple[list[ChatDelta], list[NativeToolCall], list[ModelError]] | None = None
+        last = ""
         for raw in events:
             e = raw if isinstance(raw, BaseModel) else event_adapter.validate_python(raw)
-            if e.type == "model_request":
+            streaming, last = last in ("model_request", "token"), e.type
+            if e.type == "deadline_exceeded":
+                if e.stage == "model" and streaming and current is not None:
+                    current[2].append(ModelError("deadline", "turn deadline reached (replayed)"))
+                else:
+                    self.deadline_after = True
+            elif e.type == "model_request":
                 current = ([], [], [])
                 self.responses.append(current)  # type: ignore[arg-type]
             elif current is None:
@@ -144,6 +167,8 @@ class ReplayBackend:
 
     def stream_chat(self, messages: Any, tools: Any = None, **sampling: Any) -> Iterator[ChatDelta]:
         if self.calls >= len(self.responses):
+            if self.deadline_after:
+                raise ModelError("deadline", "turn deadline reached (replayed)")
             raise ModelError("replay", f"no recorded model response left (recorded {len(self.responses)})")
         deltas, native, error = self.responses[self.calls]
         self.calls += 1
@@ -212,6 +237,22 @@ class _Blocked(Exception):
         self.reason = reason
 
 
+class _DeadlineHit(Exception):
+    """The turn's wall-clock budget ran out during ``stage``; run_turn turns it into the fallback."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+
+
+def _takes_budget(backend: Any) -> bool:
+    """Whether ``backend.stream_chat`` names a ``budget_s`` parameter. Only then is it passed: a backend with
+    a bare ``**kwargs`` may forward it somewhere that rejects it."""
+    try:
+        return "budget_s" in inspect.signature(backend.stream_chat).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def _arguments_for_transcript(call: ParsedToolCall) -> str:
     # vLLM json-parses assistant tool-call arguments when it applies the chat template: keep them valid JSON.
     return json.dumps(call.arguments if call.arguments is not None else {}, ensure_ascii=False)
@@ -228,8 +269,10 @@ def _lookup(arguments: dict[str, Any], dotted: str) -> tuple[bool, Any]:
 
 class _Turn:
     def __init__(self, manifest: Manifest, room: dict[str, Any], backend: ChatBackend, rec: _Recorder,
-                 faults: Mapping[str, ToolFault] | None, sampling: dict[str, Any]):
+                 faults: Mapping[str, ToolFault] | None, sampling: dict[str, Any], budget_s: float):
         self.m = manifest
+        self.deadline = rec.t0 + budget_s  # perf_counter time, like rec.t0
+        self.takes_budget = _takes_budget(backend)
         self.room = room
         self.backend = backend
         self.rec = rec
@@ -245,6 +288,18 @@ class _Turn:
         self.model_calls = 0
         self.tool_args_hooks = H.enabled_hooks(manifest, "tool_args")
 
+    # -- deadline --
+    def remaining(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def check_deadline(self, stage: str) -> None:
+        if time.perf_counter() >= self.deadline:
+            raise _DeadlineHit(stage)
+
+    def capped_sleep(self, seconds: float) -> None:
+        """Injected tool delays never sleep past the turn's deadline."""
+        time.sleep(max(0.0, min(seconds, self.remaining())))
+
     # -- hooks --
     def verdict(self, v: H.Verdict) -> H.Verdict:
         self.verdicts.append(v)
@@ -258,15 +313,20 @@ class _Turn:
         attempt = 0
         while True:
             attempt += 1
+            self.check_deadline("model")  # no request (nor a resend) starts past the deadline
             self.rec(ModelRequest, round=rounds, attempt=attempt, call_index=self.model_calls,
                      message_count=len(messages))
             self.model_calls += 1
             content: list[str] = []
             native: list[NativeToolCall] = []
             error: ModelError | None = None
+            cut = False
             start = time.perf_counter()
+            stream: Any = None
             try:
-                for d in self.backend.stream_chat(messages, tools, **self.sampling):
+                extra = {"budget_s": self.remaining()} if self.takes_budget else {}
+                stream = self.backend.stream_chat(messages, tools, **self.sampling, **extra)
+                for d in stream:
                     if self.ttft_ms is None and (d.content or d.reasoning or d.tool_calls):
                         self.ttft_ms = round((time.perf_counter() - self.rec.t0) * 1000, 3)
                     if d.reasoning:
@@ -276,12 +336,25 @@ class _Turn:
                         content.append(d.content)
                     if d.tool_calls:
                         native.extend(d.tool_calls)
+                    # backends without budget_s (in-process ones) are checked here, between deltas; a
+                    # finished response is kept
+                    if d.finish_reason is None and time.perf_counter() >= self.deadline:
+                        cut = True
+                        break
             except ModelError as exc:
                 error = exc
             except Exception as exc:  # a backend bug is an endpoint failure, not a crashed turn
                 error = ModelError("protocol", f"{type(exc).__name__}: {exc}")
             finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    try:  # closes the HTTP response of an abandoned stream now, not when garbage-collected
+                        close()
+                    except Exception:
+                        pass
                 self.model_ms += (time.perf_counter() - start) * 1000
+            if cut or (error is not None and (error.kind == "deadline" or self.remaining() <= 0)):
+                raise _DeadlineHit("model")
             if error is None:
                 return "".join(content), native
             self.rec(ErrorEvent, stage="model", message=error.message[:2000], kind=error.kind, status=error.status)
@@ -342,7 +415,8 @@ class _Turn:
         if name == LOAD_SKILL_TOOL:
             sid = call.arguments["skill_id"]  # type: ignore[index]
             body = render_skill_body(self.m, sid) or ""
-            outcome = apply_fault(find_fault(self.faults, name, None), lambda: {"skill_id": sid}, name=name)
+            outcome = apply_fault(find_fault(self.faults, name, None), lambda: {"skill_id": sid}, name=name,
+                                  sleep=self.capped_sleep)
             self.tool_ms += (time.perf_counter() - start) * 1000
             ok = outcome.error is None and outcome.fault in (None, "slow")
             if ok:
@@ -374,7 +448,7 @@ class _Turn:
             return json.dumps(result, ensure_ascii=False)
         room = self.room
         outcome = apply_fault(find_fault(self.faults, name, tool.binding), lambda: binding.func(room, **kwargs),
-                              name=name)
+                              name=name, sleep=self.capped_sleep)
         ms = (time.perf_counter() - start) * 1000
         self.tool_ms += ms
         if outcome.raw is not None:
@@ -399,17 +473,24 @@ def run_turn(
     faults: Mapping[str, ToolFault] | None = None,
     turn_id: str | None = None,
     sampling: dict[str, Any] | None = None,
+    deadline_s: float | None = None,
 ) -> TurnResult:
     """Run one turn. ``room`` is mutated by bindings (as in a live room); pass a copy to keep yours.
     ``faults`` is keyed by manifest tool name or binding id. ``sampling`` goes to ``backend.stream_chat``
     (temperature, max_tokens, top_p, seed, stop). ``emit`` is called synchronously with every event; an
-    exception it raises (e.g. to cancel the turn) propagates unchanged and ends the turn without a reply."""
+    exception it raises (e.g. to cancel the turn) propagates unchanged and ends the turn without a reply.
+    ``deadline_s`` replaces the manifest's ``constraints.turn_deadline_s`` as the turn's wall-clock budget
+    (evaluation may tighten it, a slow CPU endpoint may need more)."""
     t0 = time.perf_counter()
+    if deadline_s is not None and not (isinstance(deadline_s, (int, float)) and math.isfinite(deadline_s)
+                                       and deadline_s > 0):
+        raise ValueError(f"deadline_s must be a positive number of seconds, not {deadline_s!r}")
     turn_id = turn_id or uuid.uuid4().hex
     rec = _Recorder(turn_id, emit, t0)
     c = manifest.constraints
+    budget_s = float(deadline_s) if deadline_s is not None else c.turn_deadline_s
     max_retries, fallback_line, retry_hook = H.retry_policy(manifest)
-    turn = _Turn(manifest, room, backend, rec, faults, dict(sampling or {}))
+    turn = _Turn(manifest, room, backend, rec, faults, dict(sampling or {}), budget_s)
     messages: list[dict[str, Any]] = []
     rounds = retries = 0
     reply, fallback, reason = "", True, "internal_error"
@@ -482,8 +563,10 @@ def run_turn(
                 })
                 turn.tool_calls.extend(calls)
                 for call in calls:
+                    turn.check_deadline("tool")
                     result = turn.run_call(call, allowed)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                    turn.check_deadline("tool")  # a call that overran ends the turn here
                 continue
 
             stage = "hook"
@@ -508,6 +591,7 @@ def run_turn(
             if not allowed_retry:
                 reason = "retries_exhausted"
                 break
+            turn.check_deadline("hook")  # no retry starts past the deadline
             retries += 1
             feedback = hook_feedback_message(v.message for v in failed)
             rec(Retry, hook_id=",".join(dict.fromkeys(v.hook_id for v in failed)), attempt=retries,
@@ -518,6 +602,10 @@ def run_turn(
         raise failed.original from None
     except _Blocked as b:
         reason = b.reason
+    except _DeadlineHit as hit:
+        rec(DeadlineExceeded, stage=hit.stage, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
+            budget_ms=round(budget_s * 1000, 3))
+        reason = "deadline_exceeded"
     except Exception as exc:  # an engine bug must not take the room down: report it, speak the fallback
         rec(ErrorEvent, stage=stage, message=f"internal error: {type(exc).__name__}: {exc}"[:2000], kind="internal")
         reason = "internal_error"

@@ -75,7 +75,8 @@ def test_happy_turn_load_skill_tool_and_price(scripted_endpoint, engine_client, 
     product = [e for e in of(r, "tool_result") if e.name == "lookup_product"][0]
     assert product.binding == "catalog.product_info" and product.result["price"] == 24.9 and product.error is None
     before_reply = [e for e in of(r, "hook_result") if e.point == "before_reply"]
-    assert {e.kind for e in before_reply} == {"reply_skill_loaded", "reply_format", "banned_phrases", "factual_risk"}
+    assert {e.kind for e in before_reply} == {"reply_skill_loaded", "reply_format", "banned_phrases", "factual_risk",
+                                              "language", "tone"}
     assert all(e.passed for e in before_reply)
     timings = r.timings
     assert timings.rounds == 2 and timings.retries == 0 and timings.model_calls == 3
