@@ -24,13 +24,19 @@ def test_seed_demo_creates_users_per_role_and_a_harness_with_history(capsys):
     labels = dict(harness.labels.values_list("name", "version__number"))
     assert labels == {"production": 1, "staging": 2}
     assert harness.versions.get(number=3).manifest.tools  # the stored manifest parses
+    # the demo model's own lean harness, approved by someone other than its author
+    tiny = Harness.objects.get(slug="tiny-room")
+    v1 = tiny.versions.get()
+    assert v1.status == "approved" and v1.decided_by_id != v1.author_id
+    assert dict(tiny.labels.values_list("name", "version__number")) == {"production": 1}
+    assert {t.name for t in v1.manifest.tools} == {"lookup_product", "check_stock", "get_shipping", "get_deals"}
 
 
 def test_seed_demo_is_idempotent():
     call_command("seed_demo")
     call_command("seed_demo")
-    assert Harness.objects.count() == 1
-    assert HarnessVersion.objects.count() == 3
+    assert Harness.objects.count() == 2
+    assert HarnessVersion.objects.count() == 4
 
 
 @pytest.mark.parametrize("url", [
@@ -46,7 +52,7 @@ def test_admin_lists_every_model(client, url):
 def test_admin_cannot_change_a_version(client):
     call_command("seed_demo")
     client.force_login(get_user_model().objects.get(username="admin"))
-    version = HarnessVersion.objects.get(number=1)
+    version = HarnessVersion.objects.get(harness__slug="glow-gadget", number=1)
     response = client.post(f"/admin/harness_editor/harnessversion/{version.pk}/change/",
                                  {"change_note": "edited in admin"})
     assert response.status_code == 403

@@ -95,3 +95,24 @@ def test_export_serves_the_template_the_model_was_trained_on(small_model, tmp_pa
     # the earlier tool-call turn carries the empty think block, exactly as in training
     assert "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>" in text
     assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_second_stage_continues_a_checkpoint_and_records_its_lineage(small_model, tmp_path):
+    from training_jobs.tiny_model.pipeline import run
+
+    first = run(max_steps=2, train_samples=8, eval_n=1, work_dir=tmp_path / "w1", out_dir=tmp_path / "stage1",
+                init_from=small_model, log=lambda *_: None)
+    assert first["lineage"] == {"init_from": str(small_model), "previous_stages": []}  # a built model: no metrics
+    second = run(max_steps=2, train_samples=8, eval_n=1, work_dir=tmp_path / "w2", out_dir=tmp_path / "stage2",
+                 init_from=tmp_path / "stage1", learning_rate=1e-3, log=lambda *_: None)
+    # same tokenizer (copied, not rebuilt) and the stage-1 weights as the starting point
+    assert (tmp_path / "stage2" / "tokenizer.json").read_bytes() == (tmp_path / "stage1" / "tokenizer.json").read_bytes()
+    assert second["lineage"]["init_from"] == str(tmp_path / "stage1")
+    [previous] = second["lineage"]["previous_stages"]
+    assert previous["command"] == first["command"]
+    assert f"--init-from {tmp_path / 'stage1'}" in second["command"] and "--learning-rate 0.001" in second["command"]
+    assert second["learning_rate"] == 1e-3
+    card = (tmp_path / "stage2" / "MODEL_CARD.md").read_text()
+    assert "trained in 2 stages" in card and first["command"] in card and second["command"] in card
+    saved = json.loads((tmp_path / "stage2" / "metrics.json").read_text())
+    assert set(saved["metrics_summary"]) >= {"right_tool_and_link_id", "right_link_id_by_name"}

@@ -11,6 +11,8 @@ is asked for every assistant step with the gold history before it (teacher-force
   tool name and the exact gold link id;
 - ``exact_value_replies``: of the final replies whose gold states a price or stock, the share that contain
   that exact number (as the reply states it) from the tool result;
+- ``right_link_id_by_name``: the same, only where the viewer named the product ("the serum") and the model had
+  to find its link id in the room block;
 - ``right_skill``: share of ``load_skill`` steps loading the gold reply skill (extra figure);
 - ``end_to_end_exact``: free-running turns (no gold history): the model's own tool calls are executed (skill
   bodies from the renderer, tools through the real bindings) for up to 4 rounds; share of price/stock turns
@@ -126,6 +128,7 @@ def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | N
     gen = gen or Generator(model_dir, threads)
     trajs = generate(n, seed=seed, split=split)  # type: ignore[arg-type]
     wf_num = wf_den = tl_num = tl_den = ev_num = ev_den = sk_num = sk_den = 0
+    by_name_num = by_name_den = 0
     examples = []
     for t in trajs:
         tool_names = {tool["function"]["name"] for tool in t.tools}
@@ -151,7 +154,11 @@ def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | N
                     sk_num += bool(call and call["name"] == "load_skill" and call["arguments"] == gold_args)
                 elif "link_id" in json.dumps(gold_args):
                     tl_den += 1
-                    tl_num += bool(call and call["name"] == gold["name"] and call["arguments"] == gold_args)
+                    right = bool(call and call["name"] == gold["name"] and call["arguments"] == gold_args)
+                    tl_num += right
+                    if t.meta.get("mention") == "name":
+                        by_name_den += 1
+                        by_name_num += right
             else:
                 numeric = t.intent in ("price", "stock") and t.facts
                 if numeric:
@@ -178,6 +185,7 @@ def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | N
         "heldout_trajectories": len(trajs),
         "well_formed_tool_calls": share(wf_num, wf_den),
         "right_tool_and_link_id": share(tl_num, tl_den),
+        "right_link_id_by_name": share(by_name_num, by_name_den),
         "exact_value_replies": share(ev_num, ev_den),
         "right_skill": share(sk_num, sk_den),
         "end_to_end_exact": share(e2e_num, e2e_den),
@@ -185,6 +193,7 @@ def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | N
             "end_to_end_turns": e2e_den,
             "tool_call_steps": wf_den,
             "product_tool_steps": tl_den,
+            "product_named_steps": by_name_den,
             "numeric_replies": ev_den,
             "load_skill_steps": sk_den,
         },

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from harness_editor.schemas import Manifest, manifest_from_yaml
-from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory
+from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory, short_title
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO / "harness_editor" / "demo"
@@ -36,91 +36,108 @@ Split = Literal["train", "heldout", "heldout_ids"]
 
 # --- comment templates (train and held-out never share a phrasing) --------------------------------------
 
-LINK_FORMATS = ("#{id}", "link {id}", "number {id}")
+LINK_FORMATS = ("#{id}", "link {id}", "number {id}", "item {id}", "link #{id}", "no. {id}")
 
-TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
+# Comment = optional lead-in + CORE + optional tail. The model has to find the link id (or the product a viewer
+# names) wherever it sits in the sentence, so cores put it at the start, middle and end; lead-ins and tails
+# shift it further. Held-out cores are whole phrasings never seen in training (built from the same everyday
+# words: a viewer's vocabulary is shared, their sentences are not).
+CORES: dict[str, dict[str, tuple[str, ...]]] = {
     "price": {
         "train": (
-            "how much is {link}?",
-            "price of {link}?",
-            "what does {link} cost",
-            "{link} price please",
-            "how much for {link}",
-            "is {link} on sale? how much",
-            "what's the price on {link}?",
-            "cost of {link}??",
+            "how much is {link}", "price of {link}", "what does {link} cost", "{link} price please",
+            "how much for {link}", "is {link} on sale? how much", "what's the price on {link}", "cost of {link}",
+            "{link} how much", "{link} price", "how much does {link} cost", "what is the price of {link}",
+            "{link} cost?", "price on {link}", "how much is {link} today", "price check on {link}",
+            "{link} is how much", "what's {link} selling for", "current price of {link}", "{link} price now",
+            "how much is {link} right now", "what do you charge for {link}", "{link}, what's the price",
+            "price for {link} please", "how much would {link} be", "{link} price today?", "what's the deal price of {link}",
+            "is {link} cheap today? price", "so how much is {link} now", "{link} how much is it",
+            "what's {link} going for today", "still on sale? {link} price",
         ),
         "heldout": (
             "what is {link} going for",
             "tell me the price for {link}",
             "{link} how much now?",
+            "how much are you selling {link} for",
+            "{link} what does it cost today",
         ),
     },
     "stock": {
         "train": (
-            "how many {link} left?",
-            "is {link} in stock",
-            "any {link} left?",
-            "stock on {link}?",
-            "is {link} sold out",
-            "how many left of {link}",
+            "how many {link} left?", "is {link} in stock", "any {link} left?", "stock on {link}?",
+            "is {link} sold out", "how many left of {link}", "{link} in stock?", "{link} sold out?",
+            "{link} how many left", "{link} stock please", "is {link} still available", "how many units of {link}",
+            "still have {link}?", "{link} still in stock?", "how many {link} do you have", "is there stock of {link}",
+            "{link} any left", "can I still buy {link}", "{link} available? how many", "units left on {link}",
+            "do you have {link} in stock", "how much stock for {link}", "{link} left in stock?",
+            "is {link} gone already", "stock check {link}", "are there any {link} left",
         ),
         "heldout": (
             "do you still have {link}",
             "{link} still available? how many",
+            "how many pieces of {link} remain",
+            "{link} is it sold out yet",
         ),
     },
     "shipping": {
         "train": (
-            "how long is shipping{to}?",
-            "delivery time{to}?",
-            "when will it arrive{to}",
-            "is shipping free{to}?",
-            "shipping{to} please",
+            "how long is shipping{to}?", "delivery time{to}?", "when will it arrive{to}", "is shipping free{to}?",
+            "shipping{to} please", "how fast is delivery{to}", "do you ship{to}?", "shipping cost{to}?",
+            "how long does delivery take{to}", "what's the shipping time{to}", "when does it ship{to}",
+            "free shipping{to}?", "shipping info{to}", "how long to get it{to}", "delivery{to} how long",
+            "how many days is shipping{to}", "returns and shipping{to}?",
         ),
         "heldout": (
             "how many days to deliver{to}",
             "what about delivery{to}?",
+            "how soon would it get here{to}",
         ),
     },
     "coupon": {
         "train": (
-            "any coupons?",
-            "is there a coupon code",
-            "discount code please",
-            "any deals today?",
+            "any coupons?", "is there a coupon code", "discount code please", "any deals today?",
+            "coupon code?", "any discount codes", "do you have a coupon", "is there a promo",
+            "any coupon for tonight", "what deals are on", "any codes today", "is there a discount",
+            "any vouchers?", "coupon please", "what coupon can I use",
         ),
         "heldout": (
             "got a promo code?",
             "can I get a discount",
+            "is there any code I can use",
         ),
     },
     "chit_chat": {
         "train": (
-            "hi!",
-            "hello Mia",
-            "love this show",
-            "just joined, hey",
-            "good evening everyone",
+            "hi!", "hello Mia", "love this show", "just joined, hey", "good evening everyone", "hey Mia",
+            "hello from Texas", "love your stream", "hi everyone", "good morning", "you are so nice",
+            "thanks Mia", "watching from home", "hello hello", "great show today",
         ),
         "heldout": (
             "hey there",
             "first time here",
+            "greetings from Ohio",
         ),
     },
     "compliance": {
         "train": (
-            "does {link} cure {cond}?",
-            "will {link} fix my {cond}",
-            "is {link} good for {cond}?",
-            "can {link} get rid of {cond}",
+            "does {link} cure {cond}?", "will {link} fix my {cond}", "is {link} good for {cond}?",
+            "can {link} get rid of {cond}", "{link} for {cond}?", "will {link} treat {cond}",
+            "does {link} work on {cond}", "can {link} cure my {cond}", "{link} good for {cond}?",
+            "is {link} a treatment for {cond}", "does {link} remove {cond}", "my {cond} is bad, will {link} fix it",
         ),
         "heldout": (
             "will {link} heal {cond}?",
             "does {link} help with {cond}",
+            "{link} clears {cond}, right?",
         ),
     },
 }
+LEAD_INS = ("", "", "", "", "hi ", "hey Mia ", "ok ", "wait ", "so ", "quick question: ", "Mia, ", "hello, ")
+TAILS = ("", "", "", "?", "??", " please", " pls", " thanks", "!", " :)")
+# Share of product questions that name the product ("the serum") instead of giving its link id: scenario
+# comments mostly do, so the model has to find the link id in the room block itself.
+NAME_MENTION_SHARE = 0.3
 
 VIEWERS = {
     "train": ("ann", "bo", "cara", "dev", "eli", "fay", "gus", "hana", "ivo", "jo", "kim", "lea"),
@@ -249,25 +266,48 @@ def _room_for(rng: random.Random, split: Split, reserved: frozenset[int]) -> tup
     return random_room(rng, ids), askable
 
 
+def product_aliases(room: dict[str, Any]) -> dict[int, list[str]]:
+    """How a viewer may name each product of a room ("the dryer", "the hair dryer"): the last one or two words
+    of its short title, kept only where they point at exactly one product of the room."""
+    titles = {p["link_id"]: short_title(p["title"]).lower() for p in room.get("products") or []}
+    out: dict[int, list[str]] = {}
+    for lid, title in titles.items():
+        words = title.split()
+        candidates = {" ".join(words[-2:]), words[-1]} if words else set()
+        out[lid] = sorted(a for a in candidates
+                          if all(len(w) >= 3 for w in a.split()) and sum(a in t for t in titles.values()) == 1)
+    return out
+
+
 def make_comment(rng: random.Random, split: Split, intent: str, room: dict[str, Any], askable: list[int]) -> GoldComment:
     split = "train" if split == "heldout_ids" else split
-    template = rng.choice(TEMPLATES[intent][split])
+    core = rng.choice(CORES[intent][split])
     viewer = rng.choice(VIEWERS[split])
     link_id = region = cond = None
     fields: dict[str, str] = {}
-    if "{link}" in template:
+    if "{link}" in core:
         link_id = rng.choice(askable)
-        fields["link"] = rng.choice(LINK_FORMATS).format(id=link_id)
-    if "{to}" in template:
+        aliases = product_aliases(room).get(link_id) or []
+        if aliases and rng.random() < NAME_MENTION_SHARE:
+            fields["link"] = ("the " if rng.random() < 0.8 else "") + rng.choice(aliases)
+        else:
+            fields["link"] = rng.choice(LINK_FORMATS).format(id=link_id)
+    if "{to}" in core:
         regions = list((room.get("shipping") or {}).get("regions") or {})
         region = rng.choice(regions) if regions and rng.random() < 0.6 else ""
         fields["to"] = f" to {region}" if region else ""
-    if "{cond}" in template:
+    if "{cond}" in core:
         cond = rng.choice(CONDITIONS[split])
         fields["cond"] = cond
-    text = template.format(**fields)
+    body = core.format(**fields)
+    tail = rng.choice(TAILS)
+    if body.endswith(("?", "!")) and tail in ("?", "??", "!"):
+        tail = ""
+    text = rng.choice(LEAD_INS) + body + tail
     if rng.random() < 0.2:
-        text = text.capitalize()
+        text = text[0].upper() + text[1:]
+    elif rng.random() < 0.1:
+        text = text.lower()
     return GoldComment(
         text=text, intent=intent, viewer=viewer, link_id=link_id, region=region or "", condition=cond or ""  # type: ignore[arg-type]
     )
@@ -287,7 +327,10 @@ def generate(n: int, *, seed: int = 0, split: Split = "train", manifest: Manifes
         comment = make_comment(rng, split, intent, room, askable)
         traj = gold_trajectory(manifest, copy.deepcopy(room), comment)
         traj.meta.update(
-            {"split": split, "seed": seed, "comment": comment.text, "link_id": comment.link_id, "room": room}
+            {"split": split, "seed": seed, "comment": comment.text, "link_id": comment.link_id, "room": room,
+             # how the viewer pointed at the product: by its link id, or by name ("the serum")
+             "mention": None if comment.link_id is None else (
+                 "link" if str(comment.link_id) in comment.text else "name")}
         )
         out.append(traj)
     return out

@@ -30,6 +30,9 @@ DEMO_USERS = [
     ("frank", roles.OPERATOR, "Frank (operator)"),
 ]
 DEMO_SLUG = "glow-gadget"
+# The lean harness the committed demo model (models/demo-tiny) was trained on: pick it in the preview room
+# to see the local CPU model reply in distribution (the glow-gadget harness is far longer than it ever saw).
+TINY_SLUG = "tiny-room"
 
 
 def _demo(name: str):
@@ -61,6 +64,8 @@ class Command(BaseCommand):
             admin.save()
         if not Harness.objects.filter(slug=DEMO_SLUG).exists():
             self._seed_harness(users)
+        if not Harness.objects.filter(slug=TINY_SLUG).exists():
+            self._seed_tiny_harness(users)
         stream_services.catalog_seed_demo()
         stream_services.scenarios_seed_demo()
         stream_services.model_endpoint_ensure_default()
@@ -89,3 +94,17 @@ class Command(BaseCommand):
             services.version_submit(user=alice, version=v3, comment="breaking tool change, please check")
         self.stdout.write(self.style.SUCCESS(f"Seeded harness '{DEMO_SLUG}': v1 production, v2 staging, "
                                              "v3 submitted for review"))
+
+    def _seed_tiny_harness(self, users) -> None:
+        alice, carol = users["alice"], users["carol"]
+        with transaction.atomic():
+            v1 = services.harness_create(user=alice, slug=TINY_SLUG, name="Tiny demo room",
+                                         description="The lean harness the local demo model (models/demo-tiny) "
+                                                     "was trained on: use it to preview with the local model.",
+                                         manifest=_demo("tiny_room"), change_note="Harness of the demo model")
+            services.version_submit(user=alice, version=v1, comment="as trained")
+            v1 = services.version_approve(user=carol, version=v1, comment="same rules as the trained model")
+            services.label_move(user=carol, harness=v1.harness, name="production", version=v1,
+                                comment="demo model go-live")
+        self.stdout.write(self.style.SUCCESS(f"Seeded harness '{TINY_SLUG}': v1 production (the local demo "
+                                             "model's harness)"))

@@ -25,6 +25,11 @@ class Command(BaseCommand):
         parser.add_argument("--out", default=None, help="export directory (default models/demo-tiny)")
         parser.add_argument("--work", default=None, help="work directory (default var/tiny_run)")
         parser.add_argument("--eval-n", type=int, default=60)
+        parser.add_argument("--init-from", default=None,
+                            help="continue training this checkpoint (its tokenizer and weights) instead of building one")
+        parser.add_argument("--learning-rate", type=float, default=None)
+        parser.add_argument("--threads", type=int, default=None,
+                            help="torch CPU threads (1 avoids OpenMP stalls on cores shared with other work)")
 
     def handle(self, *args, **o):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -37,6 +42,9 @@ class Command(BaseCommand):
             "deadline_unix": time.time() + 60 * o["minutes"] if o["minutes"] else None,
             "stop_after_steps": o["stop_after_steps"],
             "eval_n": o["eval_n"],
+            "init_from": o["init_from"],
+            "learning_rate": o["learning_rate"],
+            "threads": o["threads"],
             "log": self.stdout.write,
         }
         if o["out"]:
