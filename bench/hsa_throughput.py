@@ -1,0 +1,90 @@
+"""HSA augmentation throughput (augmented samples per second per core) and memory for 100,000 samples.
+
+    .venv/bin/python bench/hsa_throughput.py [--rows 100000] [--variants 4] [--pool 128] [--data mix]
+                                             [--target 5000]
+
+Input: the demo data as canonical samples — every comment of the demo scenarios under skincare_v1..v3 (the
+reference policy's gold turns) and the tiny model's seeded gold turns (tiny_room harness); ``--data`` picks
+``mix`` (both), ``scenario`` or ``tiny``. To reach ``--rows`` augmented rows the base samples are reused under
+new sample ids, so each copy draws its own harness variants (as more gold turns would).
+
+Measured in one process, one thread: the augmented build with every operator on (``Recipe()`` defaults: all
+21 operators, K = ``--variants`` per sample, shared harness variants ``--pool``; variant creation, validation,
+relabelling, re-checks, hook corrections and rendering all count), then the fixed-harness pass over the same
+samples as the baseline. Rates use CPU time of this process (``time.process_time``: on a shared machine, wall
+time also counts other programs); wall time is printed too. Memory: peak RSS of the process (``ru_maxrss``)
+before and after the augmented build, which holds all ``--rows`` rows in memory. PASS means augmented
+rows/s >= ``--target``; exit status 1 on FAIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from training_jobs.hsa.dataset import Recipe, build, build_fixed_harness  # noqa: E402
+from training_jobs.hsa.samples import scenario_samples, tiny_model_samples  # noqa: E402
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=100_000, help="augmented rows to make")
+    ap.add_argument("--variants", type=int, default=4, help="K: augmented rows per canonical sample")
+    ap.add_argument("--pool", type=int, default=128, help="harness variants per base harness (0: one per row)")
+    ap.add_argument("--data", choices=("mix", "scenario", "tiny"), default="mix")
+    ap.add_argument("--tiny", type=int, default=2000, help="tiny-model gold samples in the base set")
+    ap.add_argument("--target", type=float, default=5000.0)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    base = []
+    if args.data in ("mix", "scenario"):
+        base += scenario_samples()
+    if args.data in ("mix", "tiny"):
+        base += tiny_model_samples(args.tiny, seed=0)
+    need = -(-args.rows // args.variants)
+    samples = [base[i % len(base)] for i in range(need)]
+    samples = [s if i < len(base) else s.__class__(**{**s.__dict__, "id": f"{s.id}#{i // len(base)}"})
+               for i, s in enumerate(samples)]
+    print(f"base samples: {len(base)} ({args.data}); canonical samples used: {len(samples)}; "
+          f"prepared in {time.perf_counter() - t0:.1f}s")
+
+    recipe = Recipe(variants_per_sample=args.variants, harness_pool_size=args.pool, progress_every=10_000)
+    rss_before = _rss_mib()
+    c0, w0 = time.process_time(), time.perf_counter()
+    result = build(samples, recipe)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    rss_after = _rss_mib()
+    rows = result.stats.rows + result.stats.dropped  # dropped rows did all the work too
+    rate = rows / cpu
+    print(f"augmented (all {len(recipe.operators)} operators on, K={args.variants}, pool={args.pool}): "
+          f"{result.stats.rows} rows kept + {result.stats.dropped} dropped in {cpu:.1f}s CPU ({wall:.1f}s wall), "
+          f"{result.stats.harness_variants} harness variants validated")
+    print(f"  -> {rate:,.0f} augmented samples/s per core ({rows / wall:,.0f}/s wall)")
+    print(f"  mean prompt tokens {result.stats.mean_prompt_tokens}; drop reasons {result.stats.drop_reasons}")
+    print(f"memory: peak RSS {rss_before:,.0f} MiB before the build, {rss_after:,.0f} MiB after "
+          f"(+{rss_after - rss_before:,.0f} MiB for {len(result.rows):,} rows held in memory)")
+    del result
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    fixed = build_fixed_harness(samples, progress_every=10_000)
+    cpu_f, wall_f = time.process_time() - c0, time.perf_counter() - w0
+    print(f"baseline fixed-harness pass (no augmentation, same samples): {fixed.stats.rows} rows in {cpu_f:.1f}s CPU "
+          f"-> {fixed.stats.rows / cpu_f:,.0f} samples/s per core ({fixed.stats.rows / wall_f:,.0f}/s wall)")
+    ok = rate >= args.target
+    print(f"{'PASS' if ok else 'FAIL'}: {rate:,.0f} augmented samples/s per core (target {args.target:,.0f})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,435 @@
+"""The HSA dataset builder: canonical samples + a recipe -> rows in TRL's conversational format.
+
+A :class:`Recipe` says which operators run (each with a probability and its settings), how many augmented
+variants each sample gets, the seed, which name pool the operators draw from (``train``, or ``heldout`` for a
+Harness-Variant evaluation set) and how many harness variants are shared (``harness_pool_size``).
+:func:`build` is deterministic for a recipe and its input samples; :func:`build_fixed_harness` makes the
+baseline from the same samples with no augmentation. Both take ``progress(done, total)`` and ``cancel() ->
+bool`` callbacks for the job that will run them, and return rows plus :class:`BuildStats` (per operator:
+applied, dropped, mean prompt tokens). :func:`write_dataset` stores a Hugging Face ``datasets`` Dataset with
+the recipe and the statistics beside it.
+
+Row format (what ``trl.SFTTrainer`` reads): ``messages`` — chat messages with tool calls whose ``arguments``
+are JSON strings; ``tools`` — the tool list as one JSON string (TRL 1.16 parses it: as nested data, Arrow would
+merge every augmented schema's property names into one struct and the template would render nulls); plus
+metadata columns (``sample_id``, ``variant``, ``operators``, ``harness_hash``, ``source``).
+
+How a row is made: the harness edits of the recipe's operators are drawn for a *harness variant* (validated
+once by ``parse_manifest``); a row takes a variant, relabels its sample's target through the variant's rename
+map, maybe adds a hook correction, re-checks the target where an operator touched the constraints or hooks
+(dropping and counting it when it no longer passes), and renders the prompt with ``render_prompt``. With
+``harness_pool_size = P`` each base harness has P variants, each drawn from its own seeded stream and shared
+by the rows that pick it; ``0`` draws a fresh variant for every row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness_editor.render import estimate_tokens, render_comments, render_system_text, render_tools
+from harness_editor.schemas import Manifest, content_hash, manifest_to_json
+from training_jobs.hsa import names as N
+from training_jobs.hsa.operators import (
+    OPERATORS,
+    HarnessState,
+    Operator,
+    harness_state,
+    operator,
+    relabel_target,
+    validate_state,
+)
+from training_jobs.hsa.relabel import IDENTITY, RenameMap
+from training_jobs.hsa.samples import Retry, Sample, target_json, target_messages, target_problems
+
+ProgressCallback = Callable[[int, int], None]
+CancelCallback = Callable[[], bool]
+
+
+class BuildCancelled(Exception):
+    """Raised when ``cancel()`` returned True; ``done`` rows were made before it."""
+
+    def __init__(self, done: int, total: int):
+        self.done, self.total = done, total
+        super().__init__(done, total)
+
+    def __str__(self) -> str:
+        return f"HSA build cancelled after {self.done} of {self.total} rows"
+
+
+# --- the recipe ----------------------------------------------------------------------------------------------
+
+
+class OperatorSpec(BaseModel):
+    """One operator in a recipe."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Operator name (training_jobs.hsa.operators.OPERATORS).")
+    probability: float = Field(0.5, ge=0.0, le=1.0, description="Chance the operator runs on a harness variant "
+                               "(for the hook-correction operator: on a row).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Overrides of the operator's defaults.")
+
+    @model_validator(mode="after")
+    def _known(self) -> OperatorSpec:
+        try:  # unknown names or settings fail here, when the recipe is written, not mid-build
+            operator(self.name, **self.settings)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        return self
+
+
+def default_operators(probability: float = 0.5) -> list[OperatorSpec]:
+    """Every operator, in catalogue order (skill ids, skill content, tools, system prompt, hooks)."""
+    # A few hook recoveries among mostly final behaviour (DESIGN.md section 7); constraint moves drop rows.
+    special = {"synthesise_hook_correction": 0.1, "move_numeric_constraints": 0.35}
+    return [OperatorSpec(name=n, probability=special.get(n, probability)) for n in OPERATORS]
+
+
+class Recipe(BaseModel):
+    """How an HSA dataset is made; saved beside the dataset as ``recipe.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("hsa", min_length=1, max_length=120)
+    seed: int = Field(0, description="Everything random in the build derives from this.")
+    variants_per_sample: int = Field(4, ge=1, le=64, description="Augmented rows per canonical sample (K).")
+    operators: list[OperatorSpec] = Field(default_factory=default_operators,
+                                          description="Applied in this order; each with its probability.")
+    names: Literal["train", "heldout"] = Field(
+        "train", description="Name/phrasing pool: 'train' for training sets, 'heldout' for Harness-Variant "
+        "evaluation (training rows never contain a held-out name).")
+    harness_pool_size: int = Field(
+        128, ge=0, le=1_000_000, description="Harness variants per base harness, shared by the rows that draw "
+        "them (each validated once); 0 = a fresh variant per row.")
+    progress_every: int = Field(500, ge=1, description="Rows between progress/cancel callbacks.")
+
+    @field_validator("operators")
+    @classmethod
+    def _unique(cls, ops: list[OperatorSpec]) -> list[OperatorSpec]:
+        seen = [o.name for o in ops]
+        dup = {n for n in seen if seen.count(n) > 1}
+        if dup:
+            raise ValueError(f"operators listed twice: {sorted(dup)}")
+        return ops
+
+    def configured(self) -> list[tuple[Operator, float]]:
+        return [(operator(o.name, pool=self.names, **o.settings), o.probability) for o in self.operators]
+
+
+# --- statistics ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class OperatorStats:
+    applied: int = 0  # rows (kept or dropped) where the operator changed the harness or the sample
+    dropped: int = 0  # of those, rows whose target failed the re-check (counted for re-check operators only)
+    prompt_tokens: int = 0  # sum over kept rows where it applied
+
+    @property
+    def kept(self) -> int:
+        return self.applied - self.dropped
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return round(self.prompt_tokens / self.kept, 1) if self.kept else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"applied": self.applied, "dropped": self.dropped, "mean_prompt_tokens": self.mean_prompt_tokens}
+
+
+@dataclass
+class BuildStats:
+    kind: str  # "hsa" | "fixed_harness"
+    samples: int = 0
+    rows: int = 0
+    dropped: int = 0
+    drop_reasons: dict[str, int] = field(default_factory=dict)
+    harness_variants: int = 0
+    prompt_tokens: int = 0
+    seconds: float = 0.0
+    operators: dict[str, OperatorStats] = field(default_factory=dict)
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return round(self.prompt_tokens / self.rows, 1) if self.rows else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["operators"] = {n: s.to_dict() for n, s in self.operators.items()}
+        d["mean_prompt_tokens"] = self.mean_prompt_tokens
+        return d
+
+
+@dataclass
+class BuildResult:
+    rows: list[dict[str, Any]]
+    stats: BuildStats
+    recipe: Recipe | None
+    harnesses: dict[str, Manifest] = field(default_factory=dict)  # by the rows' harness_hash
+
+
+# --- harness variants ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HarnessVariant:
+    """One augmented harness state, validated, with what rows need from it (computed once)."""
+
+    state: HarnessState
+    manifest: Manifest
+    rename: RenameMap
+    applied: tuple[str, ...]
+    touches_checks: bool
+    tools_json: str
+    tools_tokens: int
+    harness_hash: str
+    skill_bodies: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, state: HarnessState, manifest: Manifest, rename: RenameMap, applied: Sequence[str],
+           touches_checks: bool) -> HarnessVariant:
+        tools_json = json.dumps(render_tools(manifest), ensure_ascii=False)
+        return cls(state, manifest, rename, tuple(applied), touches_checks, tools_json,
+                   estimate_tokens(tools_json), content_hash(manifest))
+
+
+def make_variant(base: HarnessState, ops: Sequence[tuple[Operator, float]], rng: random.Random) -> HarnessVariant:
+    """Draw each harness operator with its probability, apply it, validate the result once."""
+    state, m, applied, touches = base, IDENTITY, [], False
+    for op, p in ops:
+        if op.harness is None or rng.random() >= p:
+            continue
+        new_state, step = op.edit_harness(state, rng)
+        if new_state is not state:
+            applied.append(op.name)
+            touches = touches or op.touches_checks
+        state, m = new_state, m.then(step)
+    return HarnessVariant.of(state, validate_state(state), m, applied, touches)
+
+
+class _Bases:
+    """Base harnesses by object, with their JSON state and content hash (computed once each)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Manifest, HarnessState, str]] = {}
+
+    def get(self, manifest: Manifest) -> tuple[HarnessState, str]:
+        hit = self._by_id.get(id(manifest))
+        if hit is None or hit[0] is not manifest:
+            hit = (manifest, harness_state(manifest), content_hash(manifest))
+            self._by_id[id(manifest)] = hit
+        return hit[1], hit[2]
+
+
+# --- building --------------------------------------------------------------------------------------------------------
+
+
+def prompt_messages(manifest: Manifest, sample: Sample) -> list[dict[str, Any]]:
+    """``render_prompt(manifest, room=sample.room, comments=sample.comments).messages``, built from the same
+    renderer's parts: render_prompt also deep-copies every tool schema on each call, which was a quarter of
+    the builder's time, and the builder keeps the (identical) tool list once per harness variant. A test
+    holds this equal to render_prompt."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": render_system_text(manifest, sample.room)}]
+    if sample.comments:
+        messages.append({"role": "user", "content": render_comments(sample.comments)})
+    return messages
+
+
+def _row(variant: HarnessVariant, sample: Sample, k: int, applied: Sequence[str],
+         verdicts: dict | None = None) -> tuple[dict[str, Any], int]:
+    prompt = prompt_messages(variant.manifest, sample)
+    # = RenderedPrompt.estimated_tokens(): message text + the tools' JSON
+    tokens = estimate_tokens("".join(m["content"] for m in prompt)) + variant.tools_tokens
+    messages = prompt + target_messages(variant.manifest, sample, skill_bodies=variant.skill_bodies,
+                                        verdicts=verdicts)
+    return {
+        "messages": messages,
+        "tools": variant.tools_json,
+        "sample_id": sample.id,
+        "variant": k,
+        "operators": list(applied),
+        "harness_hash": variant.harness_hash,
+        "source": sample.source,
+    }, tokens
+
+
+_DROP_REASONS = (("max_tool_rounds", "max_tool_rounds"), ("turn_limit", "turn_limit"),
+                 ("retry limit", "max_retries"), ("characters, fewer", "reply_min_chars"),
+                 ("characters, more", "reply_max_chars"), ("sentences, more", "max_sentences"),
+                 ("passes every hook", "retry_passes"), ("blocked", "retry_blocked"))
+
+
+def _drop_reason(problem: str) -> str:
+    """Which harness setting a target no longer satisfies (for the statistics)."""
+    return next((key for needle, key in _DROP_REASONS if needle in problem), "other")
+
+
+def _tick(done: int, total: int, every: int, progress: ProgressCallback | None, cancel: CancelCallback | None) -> None:
+    if done % every:
+        return
+    if cancel is not None and cancel():
+        raise BuildCancelled(done, total)
+    if progress is not None:
+        progress(done, total)
+
+
+def _seed(text: str) -> int:
+    """A stable 64-bit seed (Python's str hash is salted per process; sha256 is not)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") << 8
+
+
+def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallback | None = None,
+          cancel: CancelCallback | None = None) -> BuildResult:
+    """Augmented rows: ``recipe.variants_per_sample`` per sample (fewer where the re-check drops one)."""
+    t0 = time.perf_counter()
+    ops = recipe.configured()
+    harness_ops = [(op, p) for op, p in ops if op.harness is not None]
+    sample_ops = [(op, p) for op, p in ops if op.sample is not None]
+    stats = BuildStats(kind="hsa", samples=len(samples), operators={op.name: OperatorStats() for op, _ in ops})
+    bases = _Bases()
+    pools: dict[str, list[HarnessVariant | None]] = {}
+    pool_size = recipe.harness_pool_size
+    k_per = recipe.variants_per_sample
+    total = len(samples) * k_per
+    rows: list[dict[str, Any]] = []
+    harnesses: dict[str, Manifest] = {}
+    done = 0
+    for sample in samples:
+        base, base_hash = bases.get(sample.manifest)
+        sample_seed = _seed(f"{recipe.seed}:{recipe.names}:{sample.id}")
+        picker = random.Random(sample_seed)
+        slots = picker.sample(range(pool_size), k_per) if pool_size >= k_per else None
+        for k in range(k_per):
+            rng = random.Random(sample_seed + 1 + k)  # int seeds: string seeding hashes on every row
+            if pool_size:
+                slot = slots[k] if slots is not None else picker.randrange(pool_size)
+                pool = pools.setdefault(base_hash, [None] * pool_size)
+                variant = pool[slot]
+                if variant is None:
+                    variant = make_variant(base, harness_ops, random.Random(
+                        _seed(f"{recipe.seed}:{recipe.names}:{base_hash}:{slot}")))
+                    pool[slot] = variant
+                    stats.harness_variants += 1
+            else:
+                variant = make_variant(base, harness_ops, rng)
+                stats.harness_variants += 1
+            row_sample = sample.with_target(relabel_target(sample.target, variant.rename))
+            applied = list(variant.applied)
+            check = variant.touches_checks
+            for op, p in sample_ops:
+                if rng.random() < p:
+                    changed = op.edit_sample(variant.state, row_sample, rng, IDENTITY)
+                    if changed is not row_sample:
+                        applied.append(op.name)
+                        check = check or op.touches_checks
+                        row_sample = changed
+            for name in applied:
+                stats.operators[name].applied += 1
+            verdicts: dict = {}
+            problems = target_problems(variant.manifest, row_sample, verdicts=verdicts) if check else []
+            if problems:
+                stats.dropped += 1
+                for reason in {_drop_reason(p) for p in problems}:
+                    stats.drop_reasons[reason] = stats.drop_reasons.get(reason, 0) + 1
+                for name in applied:
+                    if OPERATORS[name].touches_checks:
+                        stats.operators[name].dropped += 1
+            else:
+                row, tokens = _row(variant, row_sample, k, applied, verdicts)
+                rows.append(row)
+                harnesses.setdefault(variant.harness_hash, variant.manifest)
+                stats.prompt_tokens += tokens
+                for name in applied:
+                    stats.operators[name].prompt_tokens += tokens
+            done += 1
+            _tick(done, total, recipe.progress_every, progress, cancel)
+    stats.rows = len(rows)
+    stats.seconds = round(time.perf_counter() - t0, 3)
+    if progress is not None:
+        progress(total, total)
+    return BuildResult(rows, stats, recipe, harnesses)
+
+
+def build_fixed_harness(samples: Sequence[Sample], *, progress: ProgressCallback | None = None,
+                        cancel: CancelCallback | None = None, progress_every: int = 500) -> BuildResult:
+    """The baseline: one row per sample under its own (base) harness, no augmentation."""
+    t0 = time.perf_counter()
+    stats = BuildStats(kind="fixed_harness", samples=len(samples))
+    variants: dict[int, tuple[Manifest, HarnessVariant]] = {}
+    rows: list[dict[str, Any]] = []
+    harnesses: dict[str, Manifest] = {}
+    total = len(samples)
+    for i, sample in enumerate(samples, 1):
+        hit = variants.get(id(sample.manifest))
+        if hit is None or hit[0] is not sample.manifest:
+            hit = (sample.manifest, HarnessVariant.of(harness_state(sample.manifest), sample.manifest, IDENTITY,
+                                                      (), False))
+            variants[id(sample.manifest)] = hit
+            stats.harness_variants += 1
+        row, tokens = _row(hit[1], sample, 0, ())
+        rows.append(row)
+        harnesses.setdefault(hit[1].harness_hash, sample.manifest)
+        stats.prompt_tokens += tokens
+        _tick(i, total, progress_every, progress, cancel)
+    stats.rows = len(rows)
+    stats.seconds = round(time.perf_counter() - t0, 3)
+    if progress is not None:
+        progress(total, total)
+    return BuildResult(rows, stats, None, harnesses)
+
+
+# --- leakage ----------------------------------------------------------------------------------------------------------
+
+
+def heldout_leaks(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Held-out names, phrasings, codes or numbers found in rows (for a training set this must be empty)."""
+    import re
+
+    reg = N.heldout_registry()
+    found: set[str] = set()
+    words = sorted(reg.names | reg.phrasings, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(w) for w in words) + r")(?![\w\-])")
+    length_re = re.compile(r"Reply length: \d+ to (\d+) characters")
+    for row in rows:
+        text = json.dumps(row["messages"], ensure_ascii=False) + row["tools"]
+        found.update(m.group(0) for m in pattern.finditer(text))
+        found.update(p.pattern for p in reg.patterns if p.search(text))
+        for m in length_re.finditer(text):
+            if int(m.group(1)) in reg.reply_max_chars:
+                found.add(f"reply_max_chars={m.group(1)}")
+    return sorted(found)
+
+
+# --- writing ----------------------------------------------------------------------------------------------------------
+
+
+def write_dataset(result: BuildResult, out_dir: str | Path) -> Path:
+    """``out_dir/dataset`` (``datasets.Dataset.save_to_disk``), ``out_dir/recipe.json``, ``out_dir/stats.json``
+    and ``out_dir/harnesses.jsonl`` (every harness state a row was rendered under, by ``harness_hash``)."""
+    from datasets import Dataset
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    Dataset.from_list(result.rows).save_to_disk(str(out / "dataset"))
+    recipe = result.recipe.model_dump(mode="json") if result.recipe is not None else {"kind": "fixed_harness"}
+    (out / "recipe.json").write_text(json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "stats.json").write_text(json.dumps(result.stats.to_dict(), indent=2) + "\n", encoding="utf-8")
+    with (out / "harnesses.jsonl").open("w", encoding="utf-8") as f:
+        for digest, manifest in result.harnesses.items():
+            f.write(f'{{"harness_hash": "{digest}", "manifest": {manifest_to_json(manifest)}}}\n')
+    return out
+
+
+def sample_json(sample: Sample) -> dict[str, Any]:
+    """A sample as plain data (for a console page showing a target before/after relabelling)."""
+    return {"id": sample.id, "source": sample.source, "comments": list(sample.comments),
+            "target": target_json(sample.target), "retries": sum(isinstance(s, Retry) for s in sample.target)}
