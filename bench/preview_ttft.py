@@ -9,8 +9,9 @@ Self-contained and self-cleaning. It
 2. starts the local model server on models/demo-tiny (:func:`training_jobs.tiny_model.serve.start_local_server`),
    a Celery worker subprocess and a daphne subprocess serving ``console.asgi`` on a free loopback port, all on
    that database and REDIS_URL (the Redis channel layer and the Celery broker);
-3. registers the local server as the default ModelEndpoint (``local``) and creates the harness the tiny model
-   was trained on (harness_editor/demo/tiny_room.yaml; glow-gadget v1 if that file is missing);
+3. registers the local server as the default ModelEndpoint (``local``) and uses the harness the tiny model
+   was trained on (harness_editor/demo/tiny_room.yaml: seed_demo's tiny-room v1, else created here;
+   glow-gadget v1 if that file is missing);
 4. for every measured turn opens a FRESH preview room through ``streams.services.preview_open`` (so every
    turn sends the model exactly the same prompt: same manifest, same room, same comment, no history),
    connects V real WebSocket clients (``websockets``, session cookie of the demo campaign manager ``alice``)
@@ -34,7 +35,12 @@ own definition; the tiny model's first delta is the reasoning of its ``<think>``
 - fan-out: first ``token`` event created in the worker (its ``at``) -> received by a viewer (store + commit +
   Redis publish + daphne consumer + WebSocket), per viewer.
 Ratios: A p50 / direct p50 (the user-visible one) and B p50 / direct p50 (the streaming path only); PASS
-when <= --target at the largest V. Wall-clock figures on a shared 2-core machine: every process (model,
+when <= --target at the largest V. Beside them: the same p50s as absolute overhead in ms over the direct
+TTFT, and where A goes stage by stage (the worker and daphne run with ``HAT_PREVIEW_TRACE=1``, which stamps
+each published run with the wall-clock times it was stored, committed and handed to the channel layer, and
+the consumer adds when it sent it on: see ``STAGES``), and the CPU time of the model server, the worker,
+daphne and this process (the clients) per turn and per phase of the turn (connecting the viewers, comment
+-> first token, the rest), with the share of all CPUs busy (every process on the machine, /proc/stat). Wall-clock figures on a shared 2-core machine: every process (model,
 worker, daphne, the 50 clients) competes for the same cores; run it on an otherwise idle machine (the load
 average is printed). The model server runs with ONE OpenMP thread by default (``--model-threads``): with two
 threads on two shared cores, OpenMP barrier stalls made the same request take either ~50 ms or ~1,200 ms
@@ -228,8 +234,9 @@ def direct_request(client, messages, tools, count_tokens) -> dict:
 # --- the WebSocket viewers -----------------------------------------------------------------------------------
 
 
-async def console_turn(ws_base: str, origin: str, cookie: str, room_id: str, viewers: int) -> dict:
-    """V viewers on one fresh room; viewer 0 posts the comment. Returns per-viewer arrival times + events."""
+async def console_turn(ws_base: str, origin: str, cookie: str, room_id: str, viewers: int, probe=None) -> dict:
+    """V viewers on one fresh room; viewer 0 posts the comment. Returns per-viewer arrival times + events, and
+    ``probe()`` (CPU counters) taken when all viewers are connected and when viewer 0 gets the first token."""
     from websockets.asyncio.client import connect
 
     url = f"{ws_base}/ws/preview/{room_id}/"
@@ -242,14 +249,15 @@ async def console_turn(ws_base: str, origin: str, cookie: str, room_id: str, vie
                                ping_interval=None, compression=None)
             while True:  # the backlog: room_opened
                 msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
-                if msg.get("type") == "event" and msg["event"]["type"] == "room_opened":
+                if msg.get("type") == "events" and any(e["type"] == "room_opened" for e in msg["events"]):
                     return ws
 
     socks = await asyncio.gather(*(open_one() for _ in range(viewers)))
+    probes = {"connected": probe() if probe else None}
     sent: dict[str, float] = {}
 
     async def watch(i: int, ws) -> dict:
-        rec: dict = {"events": [] if i == 0 else None}
+        rec: dict = {"events": [] if i == 0 else None, "traces": {} if i == 0 else None, "frames": 0}
         while True:
             raw = await ws.recv()
             now_p, now_w = time.perf_counter(), time.time()
@@ -257,21 +265,26 @@ async def console_turn(ws_base: str, origin: str, cookie: str, room_id: str, vie
             if msg.get("type") == "ack":
                 rec.setdefault("ack_p", now_p)
                 continue
-            if msg.get("type") != "event":
+            if msg.get("type") != "events":
                 if msg.get("type") == "error":
                     raise RuntimeError(f"console error: {msg}")
                 continue
-            ev = msg["event"]
-            if rec["events"] is not None:
-                rec["events"].append(ev)
-            t = ev["type"]
-            if t == "model_request" and "req_p" not in rec:
-                rec["req_p"], rec["req_w"] = now_p, now_w
-            elif t == "token" and "tok_p" not in rec:
-                rec["tok_p"], rec["tok_w"], rec["tok_seq"] = now_p, now_w, ev["seq"]
-            elif t in ("timings", "turn_failed"):
-                rec["end_p"] = now_p
-                return rec
+            rec["frames"] += 1
+            for ev in msg["events"]:
+                if rec["events"] is not None:
+                    rec["events"].append(ev)
+                    rec["traces"][ev["seq"]] = msg.get("trace")  # the frame's: when its run was stored, sent
+                t = ev["type"]
+                if t == "model_request" and "req_p" not in rec:
+                    rec["req_p"], rec["req_w"] = now_p, now_w
+                elif t == "token" and "tok_p" not in rec:
+                    rec["tok_p"], rec["tok_w"], rec["tok_seq"] = now_p, now_w, ev["seq"]
+                    rec["tok_trace"] = msg.get("trace")
+                    if i == 0 and probe:
+                        probes["first_token"] = probe()
+                elif t in ("timings", "turn_failed"):
+                    rec["end_p"] = now_p
+                    return rec
 
     tasks = [asyncio.create_task(watch(i, ws)) for i, ws in enumerate(socks)]
     await asyncio.sleep(0.05)
@@ -281,7 +294,7 @@ async def console_turn(ws_base: str, origin: str, cookie: str, room_id: str, vie
         recs = await asyncio.wait_for(asyncio.gather(*tasks), 180)
     finally:
         await asyncio.gather(*(ws.close() for ws in socks), return_exceptions=True)
-    return {"sent_p": sent["p"], "sent_w": sent["w"], "viewers": recs}
+    return {"sent_p": sent["p"], "sent_w": sent["w"], "viewers": recs, "probes": probes}
 
 
 def analyse_turn(out: dict) -> dict:
@@ -298,13 +311,90 @@ def analyse_turn(out: dict) -> dict:
            "timings_ttft": timings.get("ttft_ms"), "total_ms": timings.get("total_ms"),
            "prompt": next((e["payload"] for e in events if e["type"] == "prompt_built"), {}),
            "queue_ms": (wall(next(e for e in events if e["type"] == "turn_started")["at"]) - out["sent_w"]) * 1000,
-           "A": [], "B": [], "fan": [], "req_fan": []}
+           "A": [], "B": [], "fan": [], "req_fan": [], "stages": {}, "viewer_stages": {},
+           "frames": out["viewers"][0]["frames"], "token_events": sum(1 for e in events if e["type"] == "token"),
+           "token_chars": sum(len(e["payload"]["delta"]) for e in events if e["type"] == "token")}
     for v in out["viewers"]:
         res["A"].append((v["tok_p"] - out["sent_p"]) * 1000)
         res["B"].append((v["tok_w"] - req_w) * 1000)
         res["fan"].append((v["tok_w"] - tok_w) * 1000)
         res["req_fan"].append((v["tok_p"] - v["req_p"]) * 1000)
+    res["stages"], res["viewer_stages"] = stage_breakdown(out, events, tok, req)
     return res
+
+
+# the stages of the comment -> first token path, from the wall-clock stamps the worker and daphne add to each
+# message with HAT_PREVIEW_TRACE=1 (streams.events): store = the service starts storing the event, commit =
+# its transaction committed, pub = the publisher thread hands it to the channel layer, consumer = the
+# viewer's consumer in daphne got it; the viewer's own receive time closes the path
+STAGES = (
+    ("ws in + comment service", "sent -> viewer_comment store started (WebSocket in, consumer, service reads)"),
+    ("comment store+commit", "viewer_comment store -> commit"),
+    ("Celery queue + pick-up", "viewer_comment commit -> turn_started store (enqueue, worker pick-up, task reads)"),
+    ("turn start + prompt", "turn_started store -> model_request store (3 events stored, context, prompt render)"),
+    ("model_request store", "model_request store -> commit (the HTTP request goes out right after)"),
+    ("model (to 1st token)", "model_request commit -> first token's store started (endpoint TTFT in the worker)"),
+    ("1st token store+commit", "first token store -> commit (DB write + commit)"),
+    ("publish", "first token commit -> handed to the channel layer (publisher thread)"),
+    ("layer + daphne", "handed to the layer -> the viewer's consumer runs (Redis, daphne dispatch); per viewer"),
+    ("websocket send", "consumer -> viewer receives the frame (send, daphne, TCP, client loop); per viewer"),
+)
+
+
+def stage_breakdown(out: dict, events: list, tok: dict, req: dict) -> tuple[dict, dict]:
+    traces = out["viewers"][0]["traces"]
+    by_type = {}
+    for e in events:
+        by_type.setdefault(e["type"], e)
+    need = [by_type.get("viewer_comment"), by_type.get("turn_started"), req, tok]
+    if any(e is None or not traces.get(e["seq"]) for e in need):
+        return {}, {}  # the console runs without HAT_PREVIEW_TRACE
+    vc, ts, rq, tk = (traces[e["seq"]] for e in need)
+    ms = lambda a, b: (b - a) * 1000  # noqa: E731
+    stages = {
+        "ws in + comment service": ms(out["sent_w"], vc["store"]),
+        "comment store+commit": ms(vc["store"], vc["commit"]),
+        "Celery queue + pick-up": ms(vc["commit"], ts["store"]),
+        "turn start + prompt": ms(ts["store"], rq["store"]),
+        "model_request store": ms(rq["store"], rq["commit"]),
+        "model (to 1st token)": ms(rq["commit"], tk["store"]),
+        "1st token store+commit": ms(tk["store"], tk["commit"]),
+        "publish": ms(tk["commit"], tk["pub"]),
+    }
+    per_viewer: dict[str, list[float]] = {"layer + daphne": [], "websocket send": []}
+    for v in out["viewers"]:
+        t = v.get("tok_trace")
+        if t:
+            per_viewer["layer + daphne"].append(ms(t["pub"], t["consumer"]))
+            per_viewer["websocket send"].append(ms(t["consumer"], v["tok_w"]))
+    return stages, per_viewer
+
+
+# --- CPU ------------------------------------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CPU_PHASES = ("connect viewers", "comment -> 1st token", "rest of the turn")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its waited-for children (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / _TICK
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot (/proc/stat), every process of every user."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+        idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+        return (sum(vals) - idle) / _TICK, sum(vals) / _TICK
+    except (OSError, ValueError):
+        return float("nan"), float("nan")
 
 
 # --- main ----------------------------------------------------------------------------------------------------
@@ -318,6 +408,9 @@ def main() -> int:
     p.add_argument("--model-threads", type=int, default=1,
                    help="torch/OpenMP threads of the model server (default 1: see the module docstring)")
     p.add_argument("--keep-logs", action="store_true", help="keep the subprocess logs under var/bench/")
+    p.add_argument("--settings", default="console.settings",
+                   help="Django settings module of every process (e.g. one that imports console.settings and "
+                        "swaps CHANNEL_LAYERS, to compare channel-layer backends); it must be importable")
     args = p.parse_args()
     levels = [int(x) for x in args.viewers.split(",") if x.strip()]
 
@@ -378,8 +471,9 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
     t_model = threading.Thread(target=boot_model, daemon=True)
     t_model.start()
 
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="console.settings", DATABASE_URL=db_url, REDIS_URL=redis_url,
-               HAT_CELERY_ALWAYS_EAGER="false", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE=args.settings, DATABASE_URL=db_url, REDIS_URL=redis_url,
+               HAT_CELERY_ALWAYS_EAGER="false", PYTHONUNBUFFERED="1",
+               HAT_PREVIEW_TRACE="1")  # per-stage stamps (streams.events); a few time.time() calls per event
     os.environ.update(env)
     import django
 
@@ -418,8 +512,10 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
             "timeout_s": 120, "connect_timeout_s": 5, "is_default": True})
     user = get_user_model().objects.get(username=USERNAME)
     if TINY_MANIFEST.exists():  # the harness models/demo-tiny was trained on (training_jobs/tiny_model/gold.py)
-        version = editor.harness_create(user=user, slug="tiny-room", name="Tiny demo room",
-                                        manifest=manifest_from_yaml(TINY_MANIFEST.read_text(encoding="utf-8")))
+        version = HarnessVersion.objects.filter(harness__slug="tiny-room", number=1).first()  # seed_demo's
+        if version is None:
+            version = editor.harness_create(user=user, slug="tiny-room", name="Tiny demo room",
+                                            manifest=manifest_from_yaml(TINY_MANIFEST.read_text(encoding="utf-8")))
         harness_label = "tiny-room v1 (harness_editor/demo/tiny_room.yaml)"
     else:
         version = HarnessVersion.objects.get(harness__slug="glow-gadget", number=1)
@@ -447,10 +543,26 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
     results: dict[int, list[dict]] = {}
     problems: list[str] = []
 
+    pids = {"model server": server.proc.pid, **{name: proc.pid for name, proc in procs.items},
+            "bench (clients)": os.getpid()}
+
     def one_console_turn(viewers: int) -> dict:
         room = services.preview_open(user=user, version=version, endpoint=endpoint)
-        out = asyncio.run(console_turn(ws_base, http_base, cookie, str(room.pk), viewers))
+        def probe() -> dict:
+            return {k: cpu_seconds(p) for k, p in pids.items()} | {"wall": time.perf_counter()}
+
+        cpu0, busy0, wall0 = probe(), machine_busy(), time.perf_counter()
+        out = asyncio.run(console_turn(ws_base, http_base, cookie, str(room.pk), viewers, probe))
+        cpu1, busy1, wall1 = probe(), machine_busy(), time.perf_counter()
         res = analyse_turn(out)
+        res["cpu_ms"] = {k: (cpu1[k] - cpu0[k]) * 1000 for k in pids}
+        marks = [cpu0, out["probes"]["connected"], out["probes"].get("first_token"), cpu1]
+        if all(marks):  # CPU ms per process in each phase: connecting the viewers, comment -> 1st token, rest
+            res["cpu_phases"] = {phase: {k: (b[k] - a[k]) * 1000 for k in [*pids, "wall"]}
+                                 for phase, a, b in zip(CPU_PHASES, marks, marks[1:])}
+        res["wall_ms"] = (wall1 - wall0) * 1000
+        res["machine_busy"] = (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1e-9)  # share of all CPUs
+        res["load1"] = os.getloadavg()[0]
         if not first_request:  # the engine's exact first request for this room + comment, for the baseline
             turn_id = next(e["turn_id"] for e in out["viewers"][0]["events"] if e["type"] == "viewer_comment")
             comments = selectors.preview_turn_comments(room_id=room.pk, turn_id=turn_id)
@@ -499,6 +611,7 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
     print()
     print("=" * 100)
     print(f"preview-room TTFT benchmark  ({os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.2f}; "
+          f"channel layer {settings.CHANNEL_LAYERS['default']['BACKEND']}; "
           f"model {MODEL_DIR.name} with {args.model_threads} thread(s); harness {harness_label})")
     print(f"prompt: {prompt.get('message_count')} messages, {prompt.get('tool_count')} tools, "
           f"~{prompt.get('token_estimate')} tokens (engine estimate); "
@@ -536,7 +649,7 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
         eng = [r["engine_ttft"] for r in rs]
         vd = [r["ttft_ms"] for r in direct.get(f"V{v}", []) if r.get("ttft_ms") is not None]
         ra, rb = statistics.median(A) / d_p50, statistics.median(B) / d_p50
-        summary[v] = (ra, rb)
+        summary[v] = (ra, rb, statistics.median(A) - d_p50, statistics.median(B) - d_p50)
         print(f"{v:>3} {len(rs):>5} {statistics.median(vd) if vd else float('nan'):>10.1f} | "
               f"{statistics.median(A):>10.1f} {pct(A, 95):>11.1f} | {statistics.median(B):>11.1f} {pct(B, 95):>11.1f} | "
               f"{statistics.median(eng):>11.1f} | {statistics.median(fan):>9.1f} {pct(fan, 95):>10.1f} | "
@@ -554,6 +667,71 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
                   f"timings.ttft_ms (from turn start) p50 {statistics.median(tt):.1f} ms; "
                   f"first token from model call #{sorted({r['call_index'] for r in rs})}; "
                   f"turn total p50 {statistics.median([r['total_ms'] for r in rs]):.0f} ms")
+    print("-" * 100)
+    print("absolute console overhead over the direct TTFT p50 (ms; what the ratios hide):")
+    for v in levels:
+        if v in summary:
+            ra, rb, oa, ob = summary[v]
+            print(f"  V={v:<3} A - direct = {oa:7.1f} ms (ratio {ra:.2f})   B - direct = {ob:7.1f} ms (ratio {rb:.2f})")
+    print("-" * 100)
+    print("where the time goes, comment -> first token @viewer (p50 ms per stage over the measured turns; the")
+    print("per-viewer stages over every viewer; stages are medians, so they need not add up to A exactly):")
+    names = [n for n, _ in STAGES]
+    print(f"  {'stage':<24}" + "".join(f"{'V=' + str(v):>10}" for v in levels) + "   what")
+    for name, what in STAGES:
+        row = []
+        for v in levels:
+            rs = results.get(v) or []
+            vals = [r["stages"][name] for r in rs if name in r["stages"]]
+            vals += [x for r in rs for x in r["viewer_stages"].get(name, [])]
+            row.append(f"{statistics.median(vals):>10.1f}" if vals else f"{'-':>10}")
+        print(f"  {name:<24}" + "".join(row) + f"   {what}")
+
+    def turn_ms(r: dict, stages) -> float:
+        """The sum of ``stages`` in one turn (the per-viewer ones at that turn's median viewer)."""
+        return (sum(r["stages"][n] for n in stages if n in r["stages"])
+                + sum(statistics.median(r["viewer_stages"][n]) for n in stages if r["viewer_stages"].get(n)))
+
+    fixed = [n for n in names if n != "model (to 1st token)"]
+    leg = ("1st token store+commit", "publish", "layer + daphne", "websocket send")
+    sums = []
+    for v in levels:
+        per = [turn_ms(r, names) for r in results.get(v) or [] if r["stages"]]
+        sums.append(f"{statistics.median(per):>10.1f}" if per else f"{'-':>10}")
+    print(f"  {'sum (p50 viewer)':<24}" + "".join(sums))
+    for v in levels:
+        rs = [r for r in results.get(v) or [] if r["stages"]]
+        if rs:
+            print(f"  V={v:<3} console overhead (every stage but the model's): "
+                  f"{statistics.median(turn_ms(r, fixed) for r in rs):.1f} ms p50 per turn; "
+                  f"of it the streaming leg (1st token store -> viewer): "
+                  f"{statistics.median(turn_ms(r, leg) for r in rs):.1f} ms")
+    print("-" * 100)
+    print("CPU per measured turn (ms of CPU time, p50) and the machine's load while the turns ran:")
+    some = next((rs for rs in results.values() if rs), [])
+    procs_names = list(some[0]["cpu_ms"]) if some else []
+    print(f"  {'V':>3} " + "".join(f"{n:>17}" for n in procs_names)
+          + f"{'turn wall':>11}{'all CPUs busy':>15}{'load1':>7}"
+          f"{'frames/viewer':>15}{'token events':>14}{'token chars':>13}")
+    for v in levels:
+        rs = results.get(v) or []
+        if not rs:
+            continue
+        print(f"  {v:>3} " + "".join(f"{statistics.median([r['cpu_ms'][n] for r in rs]):>17.0f}" for n in procs_names)
+              + f"{statistics.median([r['wall_ms'] for r in rs]):>11.0f}"
+              + f"{100 * statistics.median([r['machine_busy'] for r in rs]):>14.0f}%"
+              + f"{statistics.median([r['load1'] for r in rs]):>7.2f}"
+              + f"{statistics.median([r['frames'] for r in rs]):>15.0f}"
+              + f"{statistics.median([r['token_events'] for r in rs]):>14.0f}"
+              + f"{statistics.median([r['token_chars'] for r in rs]):>13.0f}")
+    print("CPU by phase of the turn (ms of CPU time, p50; 'wall' is the phase's duration; 10 ms clock ticks):")
+    print(f"  {'V':>3} {'phase':<22}" + "".join(f"{n:>17}" for n in procs_names) + f"{'wall':>9}")
+    for v in levels:
+        rs = [r for r in results.get(v) or [] if r.get("cpu_phases")]
+        for phase in CPU_PHASES if rs else ():
+            print(f"  {v:>3} {phase:<22}"
+                  + "".join(f"{statistics.median([r['cpu_phases'][phase][n] for r in rs]):>17.0f}" for n in procs_names)
+                  + f"{statistics.median([r['cpu_phases'][phase]['wall'] for r in rs]):>9.0f}")
     print("""
 Columns (ms; p50/p95 over every viewer of every measured turn):
   direct p50   the same first request sent straight to the endpoint right after each console turn (this V)
@@ -572,12 +750,13 @@ Columns (ms; p50/p95 over every viewer of every measured turn):
     top = max(levels)
     verdict = 0
     if top in summary:
-        ra, rb = summary[top]
-        for label, r in (("A (comment -> first token @viewer) / direct", ra),
-                         ("B (model request -> first token @viewer) / direct", rb)):
+        ra, rb, oa, ob = summary[top]
+        for label, r, over in (("A (comment -> first token @viewer) / direct", ra, oa),
+                               ("B (model request -> first token @viewer) / direct", rb, ob)):
             ok = r <= args.target
             verdict |= 0 if ok else 1
-            print(f"{'PASS' if ok else 'FAIL'}  V={top}: {label} = {r:.2f}  (target <= {args.target:.2f})")
+            print(f"{'PASS' if ok else 'FAIL'}  V={top}: {label} = {r:.2f}  (target <= {args.target:.2f}); "
+                  f"{over:+.1f} ms over the direct TTFT p50 of {d_p50:.1f} ms")
     else:
         verdict = 1
         print(f"FAIL  V={top}: no successful turn")

@@ -74,8 +74,9 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 class PreviewRoomAdmin(admin.ModelAdmin):
     """Read-only: rooms are driven from the preview page; their events are the record."""
 
-    list_display = ("id", "created_by", "harness_version", "scenario", "endpoint", "scenario_minute", "last_seq",
-                    "created_at")
+    list_display = ("id", "kind", "run_status", "created_by", "harness_version", "scenario", "endpoint",
+                    "scenario_minute", "playing", "last_seq", "created_at")
+    list_filter = ("kind", "run_status", "status")
     list_select_related = ("created_by", "harness_version__harness", "scenario", "endpoint")
     readonly_fields = [f.name for f in PreviewRoom._meta.fields]
 

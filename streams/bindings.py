@@ -53,6 +53,11 @@ class BindingParam:
     name: str
     json_type: JsonType
     required: bool
+    # An integer parameter whose implementation also accepts a string of digits ("102" -> 102, through
+    # :func:`_as_int`), so a tool schema may expose it as a digit string (``type: string`` with a digits-only
+    # ``pattern``; harness_editor.schemas checks this). Declared per binding in :data:`BINDINGS`, and held to
+    # the implementation by a test that calls each one with both forms.
+    coerces_digit_strings: bool = False
 
 
 @dataclass(frozen=True)
@@ -260,8 +265,9 @@ def pin_product(room: dict, link_id: int, duration_s: int = 60) -> dict[str, Any
 # --- registry ----------------------------------------------------------------------------------------
 
 
-def _params_of(func: Callable[..., Any]) -> dict[str, BindingParam]:
-    """Derive the keyword parameters (all but the leading ``room``) from signature and annotations."""
+def _params_of(func: Callable[..., Any], digit_strings: tuple[str, ...] = ()) -> dict[str, BindingParam]:
+    """Derive the keyword parameters (all but the leading ``room``) from signature and annotations;
+    ``digit_strings`` names the integer parameters the implementation coerces from digit strings."""
     hints = typing.get_type_hints(func)
     params = list(inspect.signature(func).parameters.values())
     if not params or params[0].name != "room":
@@ -271,12 +277,19 @@ def _params_of(func: Callable[..., Any]) -> dict[str, BindingParam]:
         json_type = _PY_TO_JSON.get(hints.get(p.name))
         if json_type is None:
             raise TypeError(f"{func.__name__}: parameter {p.name!r} needs an str/int/float/bool annotation")
-        out[p.name] = BindingParam(p.name, json_type, p.default is inspect.Parameter.empty)
+        coerces = p.name in digit_strings
+        if coerces and json_type != "integer":
+            raise TypeError(f"{func.__name__}: only integer parameters coerce digit strings, not {p.name!r}")
+        out[p.name] = BindingParam(p.name, json_type, p.default is inspect.Parameter.empty, coerces)
+    unknown = set(digit_strings) - set(out)
+    if unknown:
+        raise TypeError(f"{func.__name__}: no parameter(s) {sorted(unknown)} to coerce")
     return out
 
 
-def _binding(binding_id: str, description: str, func: Callable[..., dict[str, Any]]) -> Binding:
-    return Binding(binding_id, description, func, _params_of(func))
+def _binding(binding_id: str, description: str, func: Callable[..., dict[str, Any]], *,
+             digit_strings: tuple[str, ...] = ()) -> Binding:
+    return Binding(binding_id, description, func, _params_of(func, digit_strings))
 
 
 BINDINGS: dict[str, Binding] = {
@@ -286,14 +299,17 @@ BINDINGS: dict[str, Binding] = {
             "catalog.product_info",
             "Title, price, list price, stock, attributes and compliance notes of the product with a link id.",
             product_info,
+            digit_strings=("link_id",),  # _find_product -> _as_int
         ),
-        _binding("catalog.stock", "Stock of the product with a link id, and whether it is low.", stock),
+        _binding("catalog.stock", "Stock of the product with a link id, and whether it is low.", stock,
+                 digit_strings=("link_id",)),
         _binding(
             "coupons.issue", "Issue a coupon to a viewer if it exists, has not expired and has uses left.", issue_coupon
         ),
         _binding("policy.shipping", "Shipping and returns policy, with per-region overrides.", shipping_policy),
         _binding("campaign.state", "Campaign phase, the active flash sale and the claimable coupons.", campaign_state),
-        _binding("room.pin_product", "Pin a product card on screen for a number of seconds.", pin_product),
+        _binding("room.pin_product", "Pin a product card on screen for a number of seconds.", pin_product,
+                 digit_strings=("link_id", "duration_s")),  # both through _as_int
     )
 }
 

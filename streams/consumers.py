@@ -5,10 +5,20 @@ the user's actions in (each one service call in a worker thread). Authentication
 (session cookie); the role is checked here. Close codes: 4401 not signed in, 4403 no permission, 4404 no
 such room.
 
-No loss, no duplication: the consumer joins the group before reading the backlog and remembers the last seq
-it sent. A live event at or below it is skipped; one that leaves a gap (published out of order by two
-workers) first pulls the missing seqs from the database. A client that reconnects with ``?after=<last seq>``
-gets exactly the events it has not seen.
+Frames: ``{"type": "events", "events": [...]}`` with consecutive seqs, oldest first (the backlog, and live
+runs as published, see :mod:`streams.events`); ``ack`` and ``error`` answer the user's actions.
+
+One membership of the room's group per process and room (:class:`RoomFeed`), not one per viewer: a run
+published to the room costs one channel-layer message per daphne process, which hands it to each of its
+viewers of the room in memory (with the Redis layer, a message per viewer meant a Redis round trip and a
+decode per viewer in this process, one after the other: the 50th viewer waited for the 49 before it).
+
+No loss, no duplication: the consumer joins the room's feed (which is in the group) before reading the
+backlog and remembers the last seq it sent. A live run that continues it goes out as the publisher
+serialised it (no database query, no JSON encoding per viewer); one at or below it is skipped; one that
+leaves a gap (published out of order by two workers, or dropped by a full channel) or overlaps what was
+sent is read from the database instead, where it is already stored. A client that reconnects with
+``?after=<last seq>`` gets exactly the events it has not seen.
 
 With the in-memory channel layer (the embedded default: the worker is another process and cannot reach this
 one's memory) the consumer also polls the database every ``POLL_S`` seconds, through the same dedup.
@@ -18,6 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
+import weakref
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -28,8 +41,10 @@ from channels.layers import InMemoryChannelLayer
 from console import roles
 from console.errors import DomainError
 from streams import selectors, services
-from streams.events import preview_group
+from streams.events import EVENT_MESSAGE_TYPE, events_frame, preview_group
 from streams.models import PreviewRoom
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -74,11 +89,94 @@ def _act(user, room_id, content: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "ack", "action": kind}
 
 
+class RoomFeed:
+    """This process's membership of one room's group: receives each published run once and queues it for
+    every local consumer of the room (:meth:`PreviewConsumer.deliver`). Made by the first consumer of the room
+    in this process, ended by the last one leaving."""
+
+    _feeds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # channel layer -> {group: RoomFeed}
+    RETRY_S = 1.0
+
+    def __init__(self, layer, group: str):
+        self.layer, self.group = layer, group
+        self.consumers: set[PreviewConsumer] = set()
+        self.channel: str | None = None
+        self.joined = asyncio.Event()
+        self.failed: BaseException | None = None
+        self.task: asyncio.Task | None = None
+
+    @classmethod
+    async def join(cls, layer, group: str, consumer: PreviewConsumer) -> RoomFeed:
+        """Returns once the feed is in the group: from then on nothing published to the room is missed.
+        Raises what the layer raised if it could not join (as joining the group directly would)."""
+        feeds = cls._feeds.setdefault(layer, {})
+        feed = feeds.get(group)
+        if feed is None:
+            feed = feeds[group] = cls(layer, group)
+            try:
+                await feed._subscribe()
+            except BaseException as exc:
+                del feeds[group]
+                feed.failed = exc
+                raise
+            finally:
+                feed.joined.set()
+            feed.task = asyncio.create_task(feed._run())
+        else:
+            await feed.joined.wait()
+            if feed.failed is not None:
+                raise feed.failed
+        feed.consumers.add(consumer)
+        return feed
+
+    async def leave(self, consumer: PreviewConsumer) -> None:
+        self.consumers.discard(consumer)
+        feeds = self._feeds.get(self.layer, {})
+        if self.consumers or feeds.get(self.group) is not self:
+            return
+        del feeds[self.group]  # before any await: a consumer arriving from now on makes a new feed
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        with contextlib.suppress(Exception):
+            await self.layer.group_discard(self.group, self.channel)
+
+    async def _subscribe(self) -> None:
+        self.channel = await self.layer.new_channel()
+        await self.layer.group_add(self.group, self.channel)
+
+    async def _resubscribe(self) -> None:
+        while True:
+            await asyncio.sleep(self.RETRY_S)
+            try:
+                await self._subscribe()
+                return
+            except Exception:
+                logger.warning("preview feed %s: joining the group failed", self.group, exc_info=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the layer is down: runs missed meanwhile are read from the database (gap)
+                logger.warning("preview feed %s: receiving failed", self.group, exc_info=True)
+                await self._resubscribe()
+                continue
+            if message.get("type") == EVENT_MESSAGE_TYPE:
+                for consumer in self.consumers:
+                    consumer.deliver(message)
+
+
 class PreviewConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.last_seq = 0
         self.group = None
         self._poller = None
+        self._feed: RoomFeed | None = None
+        self._inbox: asyncio.Queue = asyncio.Queue()
+        self._pump = None
         self._send_lock = asyncio.Lock()  # backlog, gap fill, live and polled events never interleave
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -99,20 +197,31 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
             after = 0
         self.last_seq = max(after, 0)
         self.group = preview_group(self.room_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)  # before the backlog: nothing falls between
+        # in the group before the backlog is read: nothing falls between (live runs wait in the inbox)
+        self._feed = await RoomFeed.join(self.channel_layer, self.group, self)
         await self.accept()
         async with self._send_lock:
             await self._send_stored(up_to=None)
+        self._pump = asyncio.create_task(self._deliver_queued())
         if isinstance(self.channel_layer, InMemoryChannelLayer):
             self._poller = asyncio.create_task(self._poll())
 
     async def disconnect(self, code: int) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self._feed is not None:
+            await self._feed.leave(self)
+        for task in (self._poller, self._pump):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """A published run from the room's feed: queued, so that one slow viewer never holds up the others."""
+        self._inbox.put_nowait(message)
+
+    async def _deliver_queued(self) -> None:
+        while True:
+            await self.preview_event(await self._inbox.get())
 
     async def _poll(self) -> None:
         while True:
@@ -124,26 +233,25 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
         while True:
             batch = await database_sync_to_async(selectors.preview_event_list)(
                 room_id=self.room_id, after=self.last_seq, up_to=up_to, limit=BACKLOG_BATCH)
-            for event in batch:
-                await self._send_event(event)
+            if batch:
+                await self.send(text_data=events_frame(batch))
+                self.last_seq = batch[-1]["seq"]
             if len(batch) < BACKLOG_BATCH:
                 return
 
-    async def _send_event(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": "event", "event": event})
-        self.last_seq = event["seq"]
-
     async def preview_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
-        seq = event["seq"]
+        """A published run of events ``first`` .. ``last`` (streams.events)."""
+        first, last, text = message["first"], message["last"], message["text"]
         async with self._send_lock:
-            if seq <= self.last_seq:
+            if last <= self.last_seq:
                 return  # already sent (backlog, gap fill or poll)
-            if seq > self.last_seq + 1:
-                await self._send_stored(up_to=seq - 1)  # fill the gap from the database first
-                if seq <= self.last_seq:
-                    return
-            await self._send_event(event)
+            if first != self.last_seq + 1:
+                await self._send_stored(up_to=last)  # a gap before it, or an overlap: all of it is stored
+                return
+            if message.get("traced"):  # the frame ends with its trace object: add this stage's stamp
+                text = f'{text[:-2]},"consumer":{time.time()}}}}}'
+            await self.send(text_data=text)
+            self.last_seq = last
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict):

@@ -174,11 +174,25 @@ class PreviewRoom(models.Model):
     ``room_state`` is the bindings' room dict: turns mutate it (a coupon issued), the scenario clock applies
     the timeline to it. Every event (engine events of every turn, comments, clock steps, switches) is a
     :class:`PreviewEvent` with a room-wide ``seq``; ``last_seq`` hands them out under a row lock.
+
+    A *scenario run* (``kind="run"``) is the same room played to the end at once, without anyone watching:
+    its events are the stored transcript and ``summary`` its numbers.
     """
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
         CLOSED = "closed", "Closed"
+
+    class Kind(models.TextChoices):
+        INTERACTIVE = "interactive", "Interactive preview"
+        RUN = "run", "Scenario run"
+
+    class RunStatus(models.TextChoices):
+        NONE = "", "—"  # an interactive room
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
@@ -192,13 +206,35 @@ class PreviewRoom(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     last_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # play mode: the clock advances by itself (streams.tasks.preview_clock_tick) while playing and not paused
+    playing = models.BooleanField(default=False)
+    play_speed = models.FloatField(default=10.0, validators=[MinValueValidator(0)],
+                                   help_text="simulated/real time ratio (60: a minute a second); 0: as fast as "
+                                             "turns finish")
+    clock_ticked_at = models.DateTimeField(null=True, blank=True,
+                                           help_text="real time the playing clock last read (None: not playing)")
+    tick_token = models.CharField(max_length=32, blank=True,
+                                  help_text="the one tick chain allowed to advance the clock; a stale or "
+                                            "duplicated tick carries another token and does nothing")
+    # scenario runs: a room played to the end without anyone watching
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERACTIVE, db_index=True)
+    run_status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.NONE, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True,
+                               help_text="turns, replies, fallbacks, hook failures, tool faults, latency (on finish)")
+    error = models.TextField(blank=True, max_length=2000)
 
     class Meta:
         ordering = ["-created_at"]
         permissions = [("use_previewroom", "Can open and drive preview rooms")]
 
     def __str__(self) -> str:
-        return f"preview {self.pk}"
+        return f"{'run' if self.kind == self.Kind.RUN else 'preview'} {self.pk}"
+
+    @property
+    def is_run(self) -> bool:
+        return self.kind == self.Kind.RUN
 
 
 class PreviewEvent(models.Model):
@@ -214,6 +250,8 @@ class PreviewEvent(models.Model):
     class Meta:
         ordering = ["room", "seq"]
         constraints = [models.UniqueConstraint(fields=["room", "seq"], name="preview_event_seq_unique")]
+        # the clock asks "is a turn still running" and the transcript reads turns by type
+        indexes = [models.Index(fields=["room", "type"], name="preview_event_room_type")]
 
     def __str__(self) -> str:
         return f"{self.room_id}#{self.seq} {self.type}"

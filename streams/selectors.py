@@ -90,7 +90,8 @@ def preview_room_get(*, room_id) -> PreviewRoom:
 
 
 def preview_room_list(*, user) -> QuerySet[PreviewRoom]:
-    return (PreviewRoom.objects.filter(created_by=user)
+    """The user's interactive rooms (runs have their own list)."""
+    return (PreviewRoom.objects.filter(created_by=user, kind=PreviewRoom.Kind.INTERACTIVE)
             .select_related("harness_version__harness", "scenario", "endpoint"))
 
 
@@ -133,26 +134,35 @@ def preview_history(*, room_id, before_turn_id: str, turns: int = HISTORY_TURNS)
 
 
 def preview_transcript(*, room_id) -> list[dict[str, Any]]:
-    """The stored turns of a room, oldest first: comments, tool calls and results, skills, hook verdicts,
-    the reply and the timings of each (token events are folded into the reply)."""
+    """The stored turns of a room, oldest first: comments, tool calls (each with its ``result``), skills,
+    hook verdicts, retries, the reply and the timings of each (token events are folded into the reply)."""
     turns: dict[str, dict[str, Any]] = {}
+    calls: dict[tuple[str, str], dict[str, Any]] = {}
     for e in PreviewEvent.objects.filter(room_id=room_id).exclude(turn_id="").exclude(type="token").order_by("seq"):
         t = turns.setdefault(e.turn_id, {"turn_id": e.turn_id, "first_seq": e.seq, "comments": [], "tools": [],
-                                         "results": [], "skills": [], "hooks": [], "reply": None, "timings": None,
-                                         "errors": [], "version": None, "state": "queued"})
+                                         "results": [], "skills": [], "hooks": [], "retries": [], "reply": None,
+                                         "timings": None, "errors": [], "version": None, "started": None,
+                                         "state": "queued", "number": 0})
         p = e.payload
         if e.type == "viewer_comment":
             t["comments"].append(p)
         elif e.type == "turn_started":
-            t["version"], t["state"] = p.get("version"), "running"
+            t["version"], t["started"], t["state"] = p.get("version"), p, "running"
         elif e.type == "tool_call":
-            t["tools"].append(p)
+            call = dict(p, result=None)
+            t["tools"].append(call)
+            calls[(e.turn_id, p.get("call_id"))] = call
         elif e.type == "tool_result":
             t["results"].append(p)
+            call = calls.get((e.turn_id, p.get("call_id")))
+            if call is not None:
+                call["result"] = p
         elif e.type == "skill_loaded":
             t["skills"].append(p)
         elif e.type == "hook_result":
             t["hooks"].append(p)
+        elif e.type == "retry":
+            t["retries"].append(p)
         elif e.type == "reply":
             t["reply"], t["state"] = p, "done"
         elif e.type == "timings":
@@ -161,4 +171,96 @@ def preview_transcript(*, room_id) -> list[dict[str, Any]]:
             t["errors"].append(p)
             if e.type == "turn_failed":
                 t["state"] = "failed"
-    return sorted(turns.values(), key=lambda t: t["first_seq"])
+    ordered = sorted(turns.values(), key=lambda t: t["first_seq"])
+    for number, t in enumerate(ordered, 1):
+        t["number"] = number
+        t["hook_failures"] = sum(1 for h in t["hooks"] if not h.get("passed"))
+    return ordered
+
+
+def preview_turns_in_flight(*, room_id) -> dict[str, Any]:
+    """The turns of a room queued or running (comments stored, no ``timings`` / ``turn_failed`` yet), each
+    with the time of its latest event, oldest turn first."""
+    from django.db.models import Max, Min
+
+    ended = PreviewEvent.objects.filter(room_id=room_id, type__in=("timings", "turn_failed")).values("turn_id")
+    waiting = list(PreviewEvent.objects.filter(room_id=room_id, type="viewer_comment").exclude(turn_id__in=ended)
+                   .values("turn_id").annotate(first=Min("seq")).order_by("first").values_list("turn_id", flat=True))
+    if not waiting:
+        return {}
+    last = dict(PreviewEvent.objects.filter(room_id=room_id, turn_id__in=waiting).order_by().values("turn_id")
+                .annotate(last=Max("created_at")).values_list("turn_id", "last"))
+    return {t: last[t] for t in waiting}
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None for no values."""
+    if not values:
+        return None
+    values = sorted(values)
+    pos = (len(values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return round(values[lo] + (values[hi] - values[lo]) * (pos - lo), 1)
+
+
+SUMMARY_TYPES = ("viewer_comment", "turn_started", "reply", "turn_failed", "hook_result", "retry", "tool_call",
+                 "tool_result", "timings", "error")
+
+
+def scenario_run_summary(*, room_id) -> dict[str, Any]:
+    """The numbers of a run (or any room) from its stored events: turns, replies, fallbacks (by reason), failed
+    turns, hook failures per hook id, retries, tool calls (invalid ones), tool faults per kind and per tool,
+    model errors, and p50/p95 of turn time and of time to first token (ms)."""
+    counts = {t: 0 for t in SUMMARY_TYPES}
+    fallbacks: dict[str, int] = {}
+    hook_failures: dict[str, int] = {}
+    faults: dict[str, int] = {}
+    faults_by_tool: dict[str, int] = {}
+    invalid_calls = tool_errors = model_errors = 0
+    total_ms: list[float] = []
+    ttft_ms: list[float] = []
+    rows = PreviewEvent.objects.filter(room_id=room_id, type__in=SUMMARY_TYPES).values_list("type", "payload")
+    for type_, p in rows.iterator():
+        counts[type_] += 1
+        if type_ == "reply" and p.get("fallback"):
+            reason = p.get("reason") or "?"
+            fallbacks[reason] = fallbacks.get(reason, 0) + 1
+        elif type_ == "hook_result" and not p.get("passed"):
+            hook_failures[p.get("hook_id") or "?"] = hook_failures.get(p.get("hook_id") or "?", 0) + 1
+        elif type_ == "tool_call" and not p.get("valid"):
+            invalid_calls += 1
+        elif type_ == "tool_result":
+            if p.get("fault"):
+                faults[p["fault"]] = faults.get(p["fault"], 0) + 1
+                name = p.get("binding") or p.get("name") or "?"
+                faults_by_tool[name] = faults_by_tool.get(name, 0) + 1
+            elif p.get("error"):
+                tool_errors += 1
+        elif type_ == "timings":
+            total_ms.append(float(p.get("total_ms") or 0))
+            if p.get("ttft_ms") is not None:
+                ttft_ms.append(float(p["ttft_ms"]))
+        elif type_ == "error" and p.get("stage") == "model":
+            model_errors += 1
+    return {
+        "comments": counts["viewer_comment"], "turns": counts["turn_started"], "replies": counts["reply"],
+        "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks, "failed_turns": counts["turn_failed"],
+        "hook_failures": dict(sorted(hook_failures.items())), "retries": counts["retry"],
+        "tool_calls": counts["tool_call"], "invalid_tool_calls": invalid_calls, "tool_errors": tool_errors,
+        "tool_faults": sum(faults.values()), "tool_faults_by_kind": dict(sorted(faults.items())),
+        "tool_faults_by_tool": dict(sorted(faults_by_tool.items())), "model_errors": model_errors,
+        "turn_ms_p50": _percentile(total_ms, 0.5), "turn_ms_p95": _percentile(total_ms, 0.95),
+        "ttft_ms_p50": _percentile(ttft_ms, 0.5), "ttft_ms_p95": _percentile(ttft_ms, 0.95),
+    }
+
+
+def scenario_run_list(*, scenario_id=None, version_id=None) -> QuerySet[PreviewRoom]:
+    """Scenario runs, newest first, optionally of one scenario and/or one harness version."""
+    qs = (PreviewRoom.objects.filter(kind=PreviewRoom.Kind.RUN)
+          .select_related("harness_version__harness", "scenario", "endpoint", "created_by"))
+    if scenario_id:
+        qs = qs.filter(scenario_id=scenario_id)
+    if version_id:
+        qs = qs.filter(harness_version_id=version_id)
+    return qs

@@ -8,19 +8,24 @@ the YAML: ``timeline[2].params.link_id``) and saves nothing.
 from __future__ import annotations
 
 import copy
+import json
+import time
 import uuid
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
 
 from console import roles
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from streams import selectors
-from streams.events import publish_on_commit
+from streams.events import TRACE, EventBatcher, publish_on_commit
 from streams.models import Coupon, LiveRoom, ModelEndpoint, PreviewEvent, PreviewRoom, Product, Scenario
 from streams.scenarios import (
     Room,
@@ -198,24 +203,51 @@ def _require_open(room: PreviewRoom) -> None:
         raise InvalidTransition("this preview room is closed")
 
 
-def preview_event_append(*, room_id, type: str, payload: dict[str, Any], turn_id: str = "") -> PreviewEvent:
-    """Store one event with the room's next seq and publish it when the transaction commits."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # a preview event is cheap to lose in a crash, a flush to disk per token is not: this commit
-            # returns before the WAL is on disk (the database stays consistent either way)
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        with connection.cursor() as cursor:  # one round trip: take the row lock and the next seq
-            cursor.execute(f"UPDATE {PreviewRoom._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
-                           "RETURNING last_seq", [PreviewRoom._meta.pk.get_db_prep_value(room_id, connection)])
-            row = cursor.fetchone()
-        if row is None:
+def preview_event_append(*, room_id, type: str = "", payload: dict[str, Any] | None = None, turn_id: str = "",
+                         events: Sequence[tuple[str, dict[str, Any]]] = ()) -> PreviewEvent:
+    """Store one event (``type``, ``payload``), or several of one turn in order (``events``: (type, payload)
+    pairs), with the room's next seqs in one transaction, and publish them as one message when it commits.
+    Returns the (last) stored event."""
+    trace = {"store": time.time()} if TRACE else None
+    batch = list(events) or [(type, payload if payload is not None else {})]
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        # one statement, one round trip (atomic on its own; a savepoint-free part of the caller's transaction
+        # if there is one): take the room's row lock and the next seqs, insert the rows. A preview event is
+        # cheap to lose in a crash, a flush to disk per token is not: this commit returns before the WAL is on
+        # disk (the database stays consistent either way).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)), "
+                f"r AS (UPDATE {PreviewRoom._meta.db_table} SET last_seq = last_seq + %s FROM cfg WHERE id = %s "
+                f"RETURNING last_seq) "
+                f"INSERT INTO {PreviewEvent._meta.db_table} (room_id, seq, turn_id, type, payload, created_at) "
+                f"SELECT %s, r.last_seq - %s + e.ord, %s, e.item->>0, e.item->1, %s "
+                f"FROM r, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(item, ord) RETURNING id, seq",
+                [len(batch), PreviewRoom._meta.pk.get_db_prep_value(room_id, connection),
+                 PreviewRoom._meta.pk.get_db_prep_value(room_id, connection), len(batch), turn_id, now,
+                 json.dumps([[t, p] for t, p in batch], ensure_ascii=False)])
+            rows = sorted(cursor.fetchall(), key=lambda r: r[1])
+        if not rows:
             raise PreviewRoom.DoesNotExist(f"no preview room {room_id}")
-        seq = row[0]
-        event = PreviewEvent.objects.create(room_id=room_id, seq=seq, turn_id=turn_id, type=type, payload=payload)
-        publish_on_commit(room_id, event.as_message())
-    return event
+        stored = []
+        for (pk, seq), (kind, data) in zip(rows, batch):
+            event = PreviewEvent(id=pk, room_id=room_id, seq=seq, turn_id=turn_id, type=kind, payload=data,
+                                 created_at=now)
+            event._state.adding, event._state.db = False, connection.alias
+            stored.append(event)
+        publish_on_commit(room_id, [e.as_message() for e in stored], trace)
+        return stored[-1]
+    with transaction.atomic():
+        updated = PreviewRoom.objects.filter(pk=room_id).update(last_seq=F("last_seq") + len(batch))
+        if not updated:
+            raise PreviewRoom.DoesNotExist(f"no preview room {room_id}")
+        last = PreviewRoom.objects.filter(pk=room_id).values_list("last_seq", flat=True).get()
+        stored = PreviewEvent.objects.bulk_create(
+            PreviewEvent(room_id=room_id, seq=last - len(batch) + i, turn_id=turn_id, type=kind, payload=data)
+            for i, (kind, data) in enumerate(batch, 1))
+        publish_on_commit(room_id, [e.as_message() for e in stored], trace)
+    return stored[-1]
 
 
 def _version_info(version) -> dict[str, Any]:
@@ -242,9 +274,10 @@ def _initial_room(scenario: Scenario | None, seed: int) -> tuple[dict[str, Any],
     return room, float(room.get("clock_minute") or 0), [], []
 
 
-def _clock_record(room_id, applied: list, due: list) -> list[str]:
+def _clock_record(room_id, applied: list, due: list, *, enqueue: bool = True) -> list[str]:
     """Record applied timeline events and the comments that became due; queue one turn per
-    ``COMMENTS_PER_TURN`` comments (on commit). Returns the turn ids."""
+    ``COMMENTS_PER_TURN`` comments (on commit; ``enqueue=False``: the caller runs them). Returns the turn
+    ids."""
     for ev in applied:
         preview_event_append(room_id=room_id, type="timeline_event", payload=ev.to_dict())
     turn_ids = []
@@ -254,7 +287,8 @@ def _clock_record(room_id, applied: list, due: list) -> list[str]:
             preview_event_append(room_id=room_id, type="viewer_comment", turn_id=turn_id, payload={
                 "viewer": c.viewer_name, "viewer_id": c.viewer_id, "text": c.text, "source": "scenario",
                 "persona": c.persona_id, "minute": c.minute})
-        _turn_enqueue(room_id, turn_id)
+        if enqueue:
+            _turn_enqueue(room_id, turn_id)
         turn_ids.append(turn_id)
     return turn_ids
 
@@ -263,6 +297,14 @@ def preview_open(*, user, version, scenario: Scenario | None = None, endpoint: M
                  seed: int | None = None) -> PreviewRoom:
     """Open a preview room on a harness version (drafts too), playing ``scenario`` (else the demo live room)
     against ``endpoint`` (else the default one). ``seed`` defaults to the scenario's own seed."""
+    room, _turn_ids = _preview_create(user=user, version=version, scenario=scenario, endpoint=endpoint, seed=seed)
+    return room
+
+
+def _preview_create(*, user, version, scenario: Scenario | None, endpoint: ModelEndpoint | None,
+                    seed: int | None, enqueue: bool = True, **fields: Any) -> tuple[PreviewRoom, list[str]]:
+    """Create the room (``fields``: kind, run status, play settings) with its opening events; returns the
+    room and the turns answering the comments due at the first minute."""
     _require_preview(user)
     endpoint = endpoint or ModelEndpoint.objects.filter(is_default=True).first() or model_endpoint_ensure_default()
     if seed is None:
@@ -271,15 +313,15 @@ def preview_open(*, user, version, scenario: Scenario | None = None, endpoint: M
     with transaction.atomic():
         room = PreviewRoom.objects.create(created_by=user, harness_version=version, scenario=scenario,
                                           endpoint=endpoint, room_state=room_dict, scenario_minute=minute,
-                                          seed=int(seed))
+                                          seed=int(seed), **fields)
         preview_event_append(room_id=room.pk, type="room_opened", payload={
             "by": user.get_username(), "version": _version_info(version),
             "scenario": scenario.slug if scenario else None, "endpoint": {"name": endpoint.name,
                                                                         "model": endpoint.model},
-            "minute": minute, "seed": int(seed)})
-        _clock_record(room.pk, applied, due)
+            "minute": minute, "seed": int(seed), "kind": room.kind})
+        turn_ids = _clock_record(room.pk, applied, due, enqueue=enqueue)
     room.refresh_from_db(fields=["last_seq"])
-    return room
+    return room, turn_ids
 
 
 def _turn_enqueue(room_id, turn_id: str) -> None:
@@ -325,27 +367,38 @@ def preview_clock_step(*, user, room: PreviewRoom, minutes: float = 1) -> dict[s
             {"path": "minutes", "message": f"between 0 and {MAX_STEP_MINUTES} minutes"}])
     if room.scenario_id is None:
         raise ValidationFailed("this preview room plays no scenario: there is no clock to step")
-    from streams.simulator import ScenarioRun
-
     with transaction.atomic():
         locked = PreviewRoom.objects.select_for_update(of=("self",)).select_related("scenario").get(pk=room.pk)
-        start = locked.scenario_minute
-        run = ScenarioRun(locked.scenario.parsed(), locked.seed)
-        run.advance_to(start)  # deterministic replay up to now, then continue on the stored room state
-        live = run.room
-        live.clear()
-        live.update(copy.deepcopy(locked.room_state))
-        done = len(run.event_log)
-        due = run.advance_to(start + minutes)
-        applied = run.event_log[done:]
-        locked.room_state = run.snapshot()
-        locked.scenario_minute = run.minute
-        locked.save(update_fields=["room_state", "scenario_minute"])
-        turn_ids = _clock_record(locked.pk, applied, due)
-        preview_event_append(room_id=locked.pk, type="clock", payload={
-            "from": start, "minute": run.minute, "events": len(applied), "comments": len(due),
-            "finished": run.minute >= run.duration})
+        out = _clock_advance(locked, locked.scenario_minute + minutes)
     room.scenario_minute, room.room_state = locked.scenario_minute, locked.room_state
+    return out
+
+
+def _scenario_run_at(room: PreviewRoom):
+    """The room's scenario as a :class:`streams.simulator.ScenarioRun` standing at the room's minute, on the
+    stored room state (which turns may have changed)."""
+    from streams.simulator import ScenarioRun
+
+    return ScenarioRun.resumed(room.scenario.parsed(), room.seed, room.scenario_minute, room.room_state)
+
+
+def _clock_advance(locked: PreviewRoom, target: float, *, run=None, enqueue: bool = True) -> dict[str, Any]:
+    """Move a locked room's clock to ``target`` (capped at the scenario's end): apply and record the
+    timeline events due, record the comments that became due and queue turns answering them (on commit;
+    ``enqueue=False``: the caller runs them), record a ``clock`` event. Returns ``{"minute", "events",
+    "comments", "turn_ids"}``."""
+    run = run or _scenario_run_at(locked)
+    start = locked.scenario_minute
+    done = len(run.event_log)
+    due = run.advance_to(max(target, run.minute))
+    applied = run.event_log[done:]
+    locked.room_state = run.snapshot()
+    locked.scenario_minute = run.minute
+    locked.save(update_fields=["room_state", "scenario_minute"])
+    turn_ids = _clock_record(locked.pk, applied, due, enqueue=enqueue)
+    preview_event_append(room_id=locked.pk, type="clock", payload={
+        "from": start, "minute": run.minute, "events": len(applied), "comments": len(due),
+        "finished": run.minute >= run.duration})
     return {"minute": run.minute, "events": [e.to_dict() for e in applied], "comments": len(due),
             "turn_ids": turn_ids}
 
@@ -357,19 +410,29 @@ def _preview_set_paused(*, user, room: PreviewRoom, paused: bool) -> PreviewRoom
         locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
         if locked.paused != paused:
             locked.paused = paused
-            locked.save(update_fields=["paused"])
+            if locked.playing:
+                # pausing drops the tick chain (its token goes stale); resuming starts a new one, counting
+                # real time from now so the paused time is not played back
+                locked.clock_ticked_at = None if paused else timezone.now()
+                locked.tick_token = "" if paused else uuid.uuid4().hex
+                if not paused:
+                    _tick_enqueue(locked.pk, locked.tick_token)
+            locked.save(update_fields=["paused", "clock_ticked_at", "tick_token"])
             preview_event_append(room_id=locked.pk, type="paused" if paused else "resumed",
-                                 payload={"by": user.get_username(), "minute": locked.scenario_minute})
+                                 payload={"by": user.get_username(), "minute": locked.scenario_minute,
+                                          "playing": locked.playing})
     room.paused = paused
     return room
 
 
 def preview_pause(*, user, room: PreviewRoom) -> PreviewRoom:
-    """Pause the clock (recorded). Stepping stays possible; comments are still answered."""
+    """Pause the clock (recorded): a playing clock stops. Stepping stays possible; comments are still
+    answered."""
     return _preview_set_paused(user=user, room=room, paused=True)
 
 
 def preview_resume(*, user, room: PreviewRoom) -> PreviewRoom:
+    """Resume the clock: a room that was playing plays on."""
     return _preview_set_paused(user=user, room=room, paused=False)
 
 
@@ -391,6 +454,280 @@ def preview_version_switch(*, user, room: PreviewRoom, version) -> PreviewRoom:
                 "by": user.get_username(), "from": _version_info(old), "to": _version_info(version)})
     room.harness_version = version
     return room
+
+
+# --- play mode and scenario runs ----------------------------------------------------------------------------
+# A playing clock is driven server-side by a chain of Celery ticks (streams.tasks.preview_clock_tick): each
+# tick advances the clock by the real time elapsed since the last one times the speed, records what became
+# due (turns queued as for a step) and queues the next tick. While a turn of the room is queued or running
+# the clock stands still, so comments never pile up behind a slow model; the end of each turn nudges the
+# clock (preview_play_nudge) instead of waiting for the next poll. Only the tick carrying the room's current
+# ``tick_token`` acts, and it hands a new token to its successor: a duplicated, stale or superseded tick
+# does nothing, so there is never more than one chain per room.
+#
+# A scenario run is a room (kind "run") that plays "as fast as turns finish" from the start and closes
+# itself at the end with a summary; ``scenario_run_execute`` plays one in-process (the CLI, CI).
+
+ASAP = 0.0  # play_speed: jump to the next comment or event as soon as the last turn finished
+MAX_PLAY_SPEED = 3600.0  # an hour a second
+TICK_MINUTES = 0.25  # a playing clock moves about this many simulated minutes a tick...
+TICK_MIN_S, TICK_MAX_S = 0.5, 5.0  # ...but ticks at most every TICK_MIN_S and at least every TICK_MAX_S
+WAIT_TICK_S = 2.0  # while a turn runs: the turn's end nudges the clock, this poll is only the safety net
+LOST_TURN_S = 360  # a turn without any event for this long is lost (worker killed): the clock goes on
+TURN_END_TYPES = ("timings", "turn_failed")  # the last event of a turn that ran
+
+
+def _tick_enqueue(room_id, token: str, countdown: float = 0.0) -> None:
+    from streams.tasks import preview_clock_tick
+
+    room_id = str(room_id)
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        # an eager "worker" would run the whole chain (ticks, turns, nudges) recursively inside this call,
+        # ignoring the countdowns: the clock plays only with a real worker (the embedded default has one)
+        return
+    transaction.on_commit(lambda: preview_clock_tick.apply_async((room_id, token), countdown=countdown))
+
+
+def _play_speed(speed: Any) -> float:
+    try:
+        speed = float(speed)
+    except (TypeError, ValueError):
+        speed = -1.0
+    if not (speed == speed and 0 <= speed <= MAX_PLAY_SPEED):  # NaN is not equal to itself
+        raise ValidationFailed("invalid speed", errors=[
+            {"path": "speed", "message": f"a ratio between 1 and {MAX_PLAY_SPEED:g}, or 0: as fast as turns finish"}])
+    return speed
+
+
+def _tick_delay(room: PreviewRoom, next_at: float | None) -> float:
+    """Real seconds until the next tick of a clock playing at a fixed speed: about TICK_MINUTES of simulated
+    time, sooner when the next comment or event is due earlier (it is posted as its minute passes)."""
+    per_minute_s = 60.0 / room.play_speed
+    delay = min(max(TICK_MINUTES * per_minute_s, TICK_MIN_S), TICK_MAX_S)
+    if next_at is not None:
+        delay = min(delay, max((next_at - room.scenario_minute) * per_minute_s, 0.05))
+    return delay
+
+
+def preview_play(*, user, room: PreviewRoom, speed: float) -> PreviewRoom:
+    """Let the clock run by itself at ``speed`` (simulated/real time; ``ASAP``: as fast as turns finish);
+    also the way to change the speed, and it resumes a paused room. Recorded as a ``playing`` event; the
+    first tick is queued on commit."""
+    _require_preview(user)
+    _require_open(room)
+    speed = _play_speed(speed)
+    if room.scenario_id is None:
+        raise ValidationFailed("this preview room plays no scenario: there is no clock to play")
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update(of=("self",)).select_related("scenario").get(pk=room.pk)
+        _require_open(locked)
+        if locked.scenario_minute >= locked.scenario.duration_minutes and _scenario_run_at(locked).next_at is None:
+            raise InvalidTransition("the scenario is over: nothing left to play")
+        locked.playing, locked.paused, locked.play_speed = True, False, speed
+        locked.clock_ticked_at, locked.tick_token = timezone.now(), uuid.uuid4().hex
+        locked.save(update_fields=["playing", "paused", "play_speed", "clock_ticked_at", "tick_token"])
+        preview_event_append(room_id=locked.pk, type="playing", payload={
+            "by": user.get_username(), "speed": speed, "minute": locked.scenario_minute})
+        _tick_enqueue(locked.pk, locked.tick_token)
+    room.playing, room.paused, room.play_speed = True, False, speed
+    room.clock_ticked_at, room.tick_token = locked.clock_ticked_at, locked.tick_token
+    return room
+
+
+def preview_close(*, user, room: PreviewRoom) -> PreviewRoom:
+    """Close the room: the clock stops, nothing can be posted any more; the events stay as its transcript. A
+    run closed before its end is marked failed."""
+    _require_preview(user)
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
+        if locked.status != PreviewRoom.Status.CLOSED:
+            locked.status, locked.playing, locked.tick_token = PreviewRoom.Status.CLOSED, False, ""
+            fields = ["status", "playing", "tick_token"]
+            if locked.is_run:  # closed before its end: the run did not finish
+                locked.run_status, locked.finished_at = PreviewRoom.RunStatus.FAILED, timezone.now()
+                locked.error = f"closed by {user.get_username()} at minute {locked.scenario_minute:g}"
+                locked.summary = selectors.scenario_run_summary(room_id=locked.pk)
+                fields += ["run_status", "finished_at", "error", "summary"]
+            locked.save(update_fields=fields)
+            preview_event_append(room_id=locked.pk, type="room_closed", payload={
+                "by": user.get_username(), "minute": locked.scenario_minute})
+    room.refresh_from_db()
+    return room
+
+
+def _turns_settle(room_id, now) -> list[str]:
+    """The turns of the room still queued or running; a turn silent for LOST_TURN_S is recorded as failed
+    and no longer holds the clock."""
+    waiting = selectors.preview_turns_in_flight(room_id=room_id)
+    lost = [t for t, last in waiting.items() if (now - last).total_seconds() > LOST_TURN_S]
+    for turn_id in lost:
+        preview_event_append(room_id=room_id, type="turn_failed", turn_id=turn_id, payload={
+            "message": f"lost: no event for {LOST_TURN_S} s (the worker stopped?)", "lost": True})
+    return [t for t in waiting if t not in lost]
+
+
+def _play_finish(locked: PreviewRoom, now) -> None:
+    """The scenario is over and its last turn answered: stop playing; a run closes with its summary."""
+    locked.playing, locked.tick_token, locked.clock_ticked_at = False, "", None
+    fields = ["playing", "tick_token", "clock_ticked_at"]
+    payload: dict[str, Any] = {"minute": locked.scenario_minute}
+    if locked.is_run and locked.started_at is None:
+        locked.started_at = now
+        fields.append("started_at")
+    if locked.is_run:
+        locked.summary = selectors.scenario_run_summary(room_id=locked.pk)
+        locked.run_status, locked.finished_at = PreviewRoom.RunStatus.FINISHED, now
+        locked.status = PreviewRoom.Status.CLOSED
+        fields += ["summary", "run_status", "finished_at", "status"]
+        payload["summary"] = locked.summary
+    locked.save(update_fields=fields)
+    preview_event_append(room_id=locked.pk, type="scenario_finished", payload=payload)
+
+
+def _clock_tick(room_id, token: str, now) -> dict[str, Any]:
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update(of=("self",)).select_related("scenario").get(pk=room_id)
+        if not token or locked.tick_token != token:
+            return {"ran": False, "reason": "stale"}  # duplicated delivery, or superseded by play/pause
+        if (locked.status != PreviewRoom.Status.OPEN or not locked.playing or locked.paused
+                or locked.scenario_id is None):
+            locked.tick_token = ""
+            locked.save(update_fields=["tick_token"])
+            return {"ran": False, "reason": "stopped"}
+        fields = ["tick_token", "clock_ticked_at"]
+        if locked.is_run and locked.run_status == PreviewRoom.RunStatus.QUEUED:
+            locked.run_status, locked.started_at = PreviewRoom.RunStatus.RUNNING, now
+            fields += ["run_status", "started_at"]
+        out: dict[str, Any] = {"ran": True, "minute": locked.scenario_minute, "turn_ids": [], "finished": False}
+        if _turns_settle(locked.pk, now):
+            delay = WAIT_TICK_S  # the clock stands still while the avatar answers
+        else:
+            run = _scenario_run_at(locked)
+            next_at = run.next_at
+            if locked.scenario_minute >= run.duration and next_at is None:
+                locked.save(update_fields=fields)
+                _play_finish(locked, now)
+                return {**out, "finished": True}
+            if locked.play_speed == ASAP:
+                target = run.duration if next_at is None else next_at
+            else:
+                elapsed = max((now - (locked.clock_ticked_at or now)).total_seconds(), 0.0)
+                target = round(locked.scenario_minute + elapsed * locked.play_speed / 60.0, 3)
+            if target > locked.scenario_minute or locked.play_speed == ASAP:
+                out.update(_clock_advance(locked, target, run=run))
+            if out["turn_ids"]:
+                delay = WAIT_TICK_S
+            elif locked.play_speed == ASAP:
+                delay = 0.0
+            else:
+                delay = _tick_delay(locked, run.next_at)
+        locked.clock_ticked_at, locked.tick_token = now, uuid.uuid4().hex
+        locked.save(update_fields=fields)
+        _tick_enqueue(locked.pk, locked.tick_token, countdown=delay)
+    return {**out, "next_tick_s": delay}
+
+
+def preview_clock_tick(*, room_id, token: str, now=None) -> dict[str, Any]:
+    """One tick of a playing clock (the task ``streams.preview_clock_tick``): advance by the real time elapsed
+    since the last tick times the speed (to the next comment or event when playing as fast as turns finish),
+    record what became due, queue the turns and the next tick. Does nothing for a stale token, a paused,
+    stopped or closed room; finishes the play at the scenario's end once the last turn is answered. An error
+    stops the play (a run is marked failed) and is raised again."""
+    now = now or timezone.now()
+    try:
+        return _clock_tick(room_id, token, now)
+    except PreviewRoom.DoesNotExist:
+        return {"ran": False, "reason": "no such room"}
+    except Exception as exc:
+        _play_fail(room_id=room_id, token=token, message=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _play_fail(*, room_id, token: str | None, message: str) -> None:
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update().filter(pk=room_id).first()
+        if locked is None or (token is not None and locked.tick_token != token):
+            return
+        locked.playing, locked.tick_token = False, ""
+        fields = ["playing", "tick_token"]
+        if locked.is_run:
+            locked.run_status, locked.finished_at, locked.error = PreviewRoom.RunStatus.FAILED, timezone.now(), message[:2000]
+            locked.status = PreviewRoom.Status.CLOSED
+            locked.summary = selectors.scenario_run_summary(room_id=locked.pk)
+            fields += ["run_status", "finished_at", "error", "status", "summary"]
+        locked.save(update_fields=fields)
+        preview_event_append(room_id=locked.pk, type="play_failed", payload={"message": message[:1000],
+                                                                             "minute": locked.scenario_minute})
+
+
+def preview_play_nudge(*, room_id) -> bool:
+    """After a turn: if the room is playing, tick now rather than at the next poll (the tick carries the
+    current token, so it and the scheduled one cannot both act). Returns whether a tick was queued."""
+    room = (PreviewRoom.objects.filter(pk=room_id, status=PreviewRoom.Status.OPEN, playing=True, paused=False)
+            .exclude(tick_token="").values("tick_token").first())
+    if room is None:
+        return False
+    _tick_enqueue(room_id, room["tick_token"])
+    return True
+
+
+def scenario_run_start(*, user, version, scenario: Scenario, endpoint: ModelEndpoint | None = None,
+                       seed: int | None = None, play: bool = True) -> PreviewRoom:
+    """Queue a scenario run: a room of kind "run" that plays ``scenario`` on ``version`` against ``endpoint``
+    as fast as the model answers, through the Celery workers, and closes itself at the end with a summary.
+    ``play=False`` only creates it (for :func:`scenario_run_execute`)."""
+    if scenario is None:
+        raise ValidationFailed("a run plays a scenario", errors=[{"path": "scenario", "message": "pick one"}])
+    fields = {"kind": PreviewRoom.Kind.RUN, "run_status": PreviewRoom.RunStatus.QUEUED, "play_speed": ASAP}
+    if play:
+        fields.update(playing=True, clock_ticked_at=timezone.now(), tick_token=uuid.uuid4().hex)
+    with transaction.atomic():
+        room, _turn_ids = _preview_create(user=user, version=version, scenario=scenario, endpoint=endpoint,
+                                          seed=seed, enqueue=play, **fields)
+        if play:
+            _tick_enqueue(room.pk, room.tick_token)  # after the first turns: the tick waits for them
+    return room
+
+
+def scenario_run_execute(*, room_id, on_turn=None) -> PreviewRoom:
+    """Play a queued run to the end in this process (the ``run_scenario`` command): the same clock moves as
+    the ticks make at full speed, each turn run here through :func:`preview_turn_run` as soon as its
+    comments are due. ``on_turn(turn_id, result)`` is called after each turn. A turn that raises is recorded
+    (``turn_failed``) and the run goes on; any other error marks the run failed and is raised again."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update().get(pk=room_id)
+        if not locked.is_run or locked.run_status != PreviewRoom.RunStatus.QUEUED:
+            raise InvalidTransition("only a queued scenario run can be executed")
+        locked.run_status, locked.started_at = PreviewRoom.RunStatus.RUNNING, now
+        locked.save(update_fields=["run_status", "started_at"])
+    try:
+        pending = list(selectors.preview_turns_in_flight(room_id=room_id))  # the first minute's comments
+        while True:
+            for turn_id in pending:
+                try:
+                    result = preview_turn_run(room_id=room_id, turn_id=turn_id)
+                except Exception:  # stored as turn_failed by preview_turn_run; the run goes on
+                    result = None
+                if on_turn is not None:
+                    on_turn(turn_id, result)
+            with transaction.atomic():
+                locked = PreviewRoom.objects.select_for_update(of=("self",)).select_related("scenario").get(pk=room_id)
+                run = _scenario_run_at(locked)
+                next_at = run.next_at
+                if locked.scenario_minute >= run.duration and next_at is None:
+                    _play_finish(locked, timezone.now())
+                    break
+                pending = _clock_advance(locked, run.duration if next_at is None else next_at, run=run,
+                                         enqueue=False)["turn_ids"]
+    except Exception as exc:
+        _play_fail(room_id=room_id, token=None, message=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        from streams.events import publish_flush
+
+        publish_flush(timeout=5)
+    return selectors.preview_room_get(room_id=room_id)
 
 
 def _changes(before: Any, after: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -459,8 +796,22 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
         "minute": room.scenario_minute, "faults": {k: f.kind for k, f in faults.items()},
         "comments": len(comments), "history_messages": len(history)})
 
+    # Every engine event is stored as emitted, in order, but a few per transaction and published message
+    # (streams.events.EventBatcher): what a viewer waits for goes at once (the request to the model, the first
+    # token of each model call, the turn's end), the rest within a short window. A caller's open transaction
+    # (tests) hides rows from other threads: then nothing is stored in the background.
+    batcher = EventBatcher(lambda batch: preview_event_append(room_id=room.pk, turn_id=turn_id, events=batch),
+                           background=not connection.in_atomic_block)
+    streaming = False  # a token of the current model call was already sent
+
     def emit(event) -> None:
-        preview_event_append(room_id=room.pk, type=event.type, turn_id=turn_id, payload=event.model_dump(mode="json"))
+        nonlocal streaming
+        first_token = event.type == "token" and not streaming
+        streaming = (streaming or first_token) and event.type != "model_request"
+        batcher.add(event.type, event.model_dump(mode="json"),
+                    urgent=first_token or event.type in ("model_request", "timings"))
+        if event.type == "timings":  # the engine's last event
+            batcher.close()
 
     client = OpenAIChatClient(room.endpoint.as_config())
     try:

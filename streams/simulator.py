@@ -236,7 +236,25 @@ class ScenarioRun:
                                 ("template", persona, (minute, k)))
                     seq += 1
 
+    @classmethod
+    def resumed(cls, scenario: Scenario, seed: int | None, minute: float, room: dict[str, Any]) -> ScenarioRun:
+        """The run as it stood at ``minute`` with ``room`` as its state (a stored room, which turns may have
+        changed): the schedule is replayed deterministically up to ``minute``, then the room is swapped in,
+        so going on from here gives the same comments as an uninterrupted run."""
+        run = cls(scenario, seed)
+        run.advance_to(minute)
+        run._room.clear()
+        run._room.update(copy.deepcopy(room))
+        return run
+
     # -- reading --
+
+    @property
+    def next_at(self) -> float | None:
+        """The minute of the next timeline event or comment still to come (None: nothing left)."""
+        while self._pending and self._pending[-1].order == 1 and self._pending[-1].at < self._start:
+            self._pending.pop()  # comments before the room's starting minute are never said
+        return self._pending[-1].at if self._pending else None
 
     @property
     def room(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from streams.events import publish_flush
 # answer the same comments twice, and preview_turn_run skips a turn that already started anyway.
 TURN_SOFT_TIME_LIMIT_S = 300
 TURN_TIME_LIMIT_S = 330
+TICK_TIME_LIMIT_S = 60  # a tick is a few queries and one scenario replay
 
 
 @shared_task(name="streams.preview_turn", acks_late=False, soft_time_limit=TURN_SOFT_TIME_LIMIT_S,
@@ -21,6 +22,18 @@ def preview_turn(room_id: str, turn_id: str) -> dict:
         result = services.preview_turn_run(room_id=room_id, turn_id=turn_id)
     finally:
         publish_flush(timeout=5)  # the turn's last events are out before the worker takes the next task
+        # a playing clock waits for this turn: let it go on now (also after a failed turn)
+        services.preview_play_nudge(room_id=room_id)
     if result is None:
         return {"turn_id": turn_id, "ran": False}
     return {"turn_id": turn_id, "ran": True, "reason": result.reason, "fallback": result.fallback}
+
+
+# Duplicates are harmless (only the tick holding the room's current token acts), so a tick lost in a crash
+# is the worse outcome: acknowledged late, redelivered.
+@shared_task(name="streams.preview_clock_tick", acks_late=True, ignore_result=True, time_limit=TICK_TIME_LIMIT_S)
+def preview_clock_tick(room_id: str, token: str) -> dict:
+    try:
+        return services.preview_clock_tick(room_id=room_id, token=token)
+    finally:
+        publish_flush(timeout=5)

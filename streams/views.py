@@ -1,29 +1,42 @@
 """Preview room pages: the list of my rooms with the open form, one room (live over a WebSocket, see
-static/streams/preview.js) and its transcript.
+static/streams/preview.js) with its clock controls, its transcript, and the scenario runs.
 
 Each view: authorise (``role_required``) → call one service or selector → render. The room page is filled by
-the script from the WebSocket (stored events first, then live ones); the transcript is rendered here.
+the script from the WebSocket (stored events first, then live ones); the clock controls are plain forms, so
+they work without the script too. Transcripts are rendered here.
 """
 
 from __future__ import annotations
 
 from django import forms
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
-from console.errors import DomainError
+from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from harness_editor.models import HarnessVersion
 from streams import selectors, services
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
 
+# (value, label) of the play speeds offered: simulated/real time; 0 = as fast as turns finish
+SPEED_CHOICES = [("1", "×1 (real time)"), ("10", "×10"), ("60", "×60 (a minute a second)"),
+                 ("0", "as fast as turns finish")]
+TURNS_PER_PAGE = 50
+
+
+def _versions():
+    return HarnessVersion.objects.select_related("harness").order_by("harness__slug", "-number")
+
+
+def _version_label(v: HarnessVersion) -> str:
+    return f"{v.harness.slug} v{v.number} ({v.get_status_display().lower()})"
+
 
 class PreviewOpenForm(forms.Form):
-    version = forms.ModelChoiceField(
-        queryset=HarnessVersion.objects.select_related("harness").order_by("harness__slug", "-number"),
-        label="Harness version")
+    version = forms.ModelChoiceField(queryset=_versions(), label="Harness version")
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.defer("yaml_text"), required=False,
                                       empty_label="(no scenario: the demo live room)")
     endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), required=False,
@@ -33,8 +46,31 @@ class PreviewOpenForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["version"].label_from_instance = (
-            lambda v: f"{v.harness.slug} v{v.number} ({v.get_status_display().lower()})")
+        self.fields["version"].label_from_instance = _version_label
+
+
+class RunStartForm(PreviewOpenForm):
+    """A run always plays a scenario."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].required = True
+        self.fields["scenario"].empty_label = None
+
+
+class RunFilterForm(forms.Form):
+    scenario = forms.ModelChoiceField(queryset=Scenario.objects.defer("yaml_text"), required=False,
+                                      empty_label="(every scenario)")
+    version = forms.ModelChoiceField(queryset=_versions(), required=False, empty_label="(every version)",
+                                     label="Harness version")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["version"].label_from_instance = _version_label
+
+
+class PlayForm(forms.Form):
+    speed = forms.TypedChoiceField(choices=SPEED_CHOICES, coerce=float, initial="10")
 
 
 def _room_or_404(room_id) -> PreviewRoom:
@@ -44,11 +80,15 @@ def _room_or_404(room_id) -> PreviewRoom:
         raise Http404("no such preview room") from None
 
 
+def _ensure_endpoint() -> None:
+    if not ModelEndpoint.objects.exists():
+        services.model_endpoint_ensure_default()  # the endpoint picker is never empty
+
+
 @role_required(roles.USE_PREVIEW)
 @require_http_methods(["GET", "POST"])
 def preview_list(request: HttpRequest) -> HttpResponse:
-    if not ModelEndpoint.objects.exists():
-        services.model_endpoint_ensure_default()  # the endpoint picker is never empty
+    _ensure_endpoint()
     initial = {}
     if request.GET.get("version"):
         initial["version"] = request.GET["version"]
@@ -69,22 +109,100 @@ def preview_list(request: HttpRequest) -> HttpResponse:
                   status=status)
 
 
+def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: int = 200) -> HttpResponse:
+    versions = (HarnessVersion.objects.filter(harness_id=room.harness_version.harness_id)
+                .order_by("-number").only("id", "number", "status", "harness_id"))
+    speed = next((v for v, _ in SPEED_CHOICES if float(v) == room.play_speed), "10")
+    return render(request, "streams/preview_room.html", {
+        "room": room, "versions": versions, "ws_path": f"/ws/preview/{room.pk}/", "error": error,
+        "play_form": PlayForm(initial={"speed": speed}),
+    }, status=status)
+
+
 @role_required(roles.USE_PREVIEW)
 @require_GET
 def preview_room(request: HttpRequest, room_id) -> HttpResponse:
+    return _room_page(request, _room_or_404(room_id))
+
+
+def _clock_action(request: HttpRequest, room_id, act) -> HttpResponse:
+    """POST forms of the room page: one service call, then back to the room (the error on the page)."""
     room = _room_or_404(room_id)
-    versions = (HarnessVersion.objects.filter(harness_id=room.harness_version.harness_id)
-                .order_by("-number").only("id", "number", "status", "harness_id"))
-    return render(request, "streams/preview_room.html", {
-        "room": room, "versions": versions, "ws_path": f"/ws/preview/{room.pk}/",
-    })
+    try:
+        act(room)
+    except DomainError as exc:
+        return _room_page(request, room, error=exc, status=400)
+    return redirect("streams:preview_room", room_id=room.pk)
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_play(request: HttpRequest, room_id) -> HttpResponse:
+    form = PlayForm(request.POST)
+
+    def act(room):
+        if not form.is_valid():
+            raise ValidationFailed("pick a speed", errors=[{"path": "speed", "message": "not an offered speed"}])
+        services.preview_play(user=request.user, room=room, speed=form.cleaned_data["speed"])
+
+    return _clock_action(request, room_id, act)
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_pause(request: HttpRequest, room_id) -> HttpResponse:
+    return _clock_action(request, room_id, lambda room: services.preview_pause(user=request.user, room=room))
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_resume(request: HttpRequest, room_id) -> HttpResponse:
+    return _clock_action(request, room_id, lambda room: services.preview_resume(user=request.user, room=room))
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_close(request: HttpRequest, room_id) -> HttpResponse:
+    return _clock_action(request, room_id, lambda room: services.preview_close(user=request.user, room=room))
 
 
 @role_required(roles.USE_PREVIEW)
 @require_GET
 def preview_transcript(request: HttpRequest, room_id) -> HttpResponse:
     room = _room_or_404(room_id)
+    page = Paginator(selectors.preview_transcript(room_id=room.pk), TURNS_PER_PAGE).get_page(request.GET.get("page"))
+    live = room.is_run and room.run_status in (PreviewRoom.RunStatus.QUEUED, PreviewRoom.RunStatus.RUNNING)
     return render(request, "streams/preview_transcript.html", {
-        "room": room, "turns": selectors.preview_transcript(room_id=room.pk),
+        "room": room, "turns": page.object_list, "page": page,
         "room_events": [e for e in selectors.preview_event_list(room_id=room.pk) if not e["turn_id"]],
+        # a finished run shows what it stored; a running one is counted now (and the page refreshes)
+        "summary": (room.summary or None) if not live else selectors.scenario_run_summary(room_id=room.pk),
+        "refresh": live,
     })
+
+
+@role_required(roles.USE_PREVIEW)
+@require_http_methods(["GET", "POST"])
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Scenario runs (filter by scenario and harness version) and the form that starts one."""
+    _ensure_endpoint()
+    filters = RunFilterForm(request.GET or None)
+    scenario_id = version_id = None
+    if filters.is_valid():
+        scenario_id = getattr(filters.cleaned_data["scenario"], "pk", None)
+        version_id = getattr(filters.cleaned_data["version"], "pk", None)
+    form = RunStartForm(request.POST or None)
+    error = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = services.scenario_run_start(user=request.user, version=data["version"], scenario=data["scenario"],
+                                              endpoint=data["endpoint"], seed=data["seed"])
+        except DomainError as exc:
+            error = exc
+        else:
+            return redirect("streams:preview_transcript", room_id=run.pk)
+    runs = selectors.scenario_run_list(scenario_id=scenario_id, version_id=version_id)[:100]
+    status = 400 if request.method == "POST" else 200
+    return render(request, "streams/run_list.html", {"filters": filters, "form": form, "runs": runs,
+                                                     "error": error}, status=status)

@@ -1,6 +1,6 @@
 // The preview room: one WebSocket (ws/preview/<room>/?after=<last seq>) that delivers the room's stored
-// events and then live ones; this script renders them by type and sends the user's actions. It reconnects
-// with the last seq it rendered, so nothing is lost or shown twice. No dependencies.
+// events and then live ones, a run of them per frame; this script renders them by type and sends the user's
+// actions. It reconnects with the last seq it rendered, so nothing is lost or shown twice. No dependencies.
 (function () {
   "use strict";
   const root = document.getElementById("preview");
@@ -112,13 +112,22 @@
     root.querySelector("[data-testid=room-paused]").hidden = !paused;
     $("pause").hidden = paused; $("resume").hidden = !paused;
   }
+  function setPlaying(on, speed) {
+    const b = root.querySelector("[data-testid=room-playing]");
+    if (!b) return;
+    if (speed !== undefined) b.textContent = speed ? `playing ×${speed}` : "playing as fast as turns finish";
+    b.hidden = !on;
+  }
   function renderRoom(ev, p) {
     switch (ev.type) {
+      case "playing": setPaused(false); setPlaying(true, p.speed); roomLog(`${p.by} pressed play (${p.speed ? "×" + p.speed : "as fast as turns finish"})`); break;
+      case "scenario_finished": setPlaying(false); roomLog(`scenario over at minute ${p.minute}`); break;
+      case "play_failed": setPlaying(false); roomLog(`the clock stopped: ${p.message}`); break;
       case "room_opened": roomLog(`opened by ${p.by}: ${p.version.harness} v${p.version.number}, minute ${p.minute}`); break;
       case "clock": setMinute(p.minute); roomLog(`clock ${p.from} → ${p.minute}: ${p.events} event(s), ${p.comments} comment(s)${p.finished ? " (scenario over)" : ""}`); break;
       case "timeline_event": roomLog(`minute ${p.minute}: ${p.summary}`, "timeline"); break;
-      case "paused": setPaused(true); roomLog(`paused by ${p.by}`); break;
-      case "resumed": setPaused(false); roomLog(`resumed by ${p.by}`); break;
+      case "paused": setPaused(true); setPlaying(false); roomLog(`paused by ${p.by}`); break;
+      case "resumed": setPaused(false); setPlaying(!!p.playing); roomLog(`resumed by ${p.by}`); break;
       case "version_switched": {
         root.querySelector("[data-testid=room-version]").textContent = `${p.to.harness} v${p.to.number}`;
         const sel = $("version-select"); if (sel) sel.value = String(p.to.id);
@@ -136,12 +145,13 @@
     socket.onopen = () => { retry = 0; conn.textContent = "live"; conn.className = "badge approved"; };
     socket.onmessage = (msg) => {
       const data = JSON.parse(msg.data);
-      if (data.type === "event") {
-        const ev = data.event;
-        if (ev.seq <= lastSeq) return; // never render twice
-        lastSeq = ev.seq;
+      if (data.type === "events") { // stored events with consecutive seqs, oldest first
+        for (const ev of data.events) {
+          if (ev.seq <= lastSeq) continue; // never render twice
+          lastSeq = ev.seq;
+          render(ev);
+        }
         root.dataset.lastSeq = String(lastSeq);
-        render(ev);
       } else if (data.type === "error") {
         showError(data.message);
       } else if (data.type === "ack") {
@@ -172,8 +182,9 @@
     if (text && send({ type: "comment", text: text, viewer: $("comment-viewer").value })) input.value = "";
   });
   if ($("step")) $("step").addEventListener("click", () => send({ type: "step", minutes: +$("step-minutes").value || 1 }));
-  $("pause").addEventListener("click", () => send({ type: "pause" }));
-  $("resume").addEventListener("click", () => send({ type: "resume" }));
+  // pause/resume are also plain forms: over the socket when it is up (no reload), else the form posts
+  $("pause").addEventListener("click", (e) => { if (send({ type: "pause" })) e.preventDefault(); });
+  $("resume").addEventListener("click", (e) => { if (send({ type: "resume" })) e.preventDefault(); });
   $("switch-version").addEventListener("click", () => send({ type: "switch_version", version_id: +$("version-select").value }));
   // test hook: drop the socket (the client reconnects with ?after=<last seq>)
   window.hatPreview = { drop: () => socket && socket.close(), lastSeq: () => lastSeq, closedForGood: () => closedForGood };

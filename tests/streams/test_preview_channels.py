@@ -7,6 +7,7 @@ consumer sends came through the database, the channel layer and the worker."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import uuid
 
@@ -20,7 +21,7 @@ from django.test import Client
 from console.asgi import application
 from streams import services
 from streams.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from streams.events import publish
+from streams.events import EVENT_MESSAGE_TYPE, events_frame
 from streams.models import PreviewEvent, PreviewRoom
 from tests.streams.preview_helpers import GOOD, price_script
 from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply
@@ -52,28 +53,41 @@ def communicator(room_id, user=None, after: int | None = None, origin: bytes = b
     return WebsocketCommunicator(application, path, headers=headers)
 
 
+def _held(comm) -> collections.deque:
+    """Events received in a frame but not consumed yet (a frame carries a run of events)."""
+    return comm.__dict__.setdefault("held_events", collections.deque())
+
+
 async def events_until(comm, pred, timeout: float = 20.0) -> list[dict]:
-    """Receive event messages until ``pred(event)`` is true (inclusive); other messages are skipped."""
+    """Receive events until ``pred(event)`` is true (inclusive); other messages are skipped."""
     out = []
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
+    held = _held(comm)
     while True:
-        msg = await comm.receive_json_from(timeout=max(0.1, end - loop.time()))
-        if msg.get("type") != "event":
-            continue
-        out.append(msg["event"])
-        if pred(msg["event"]):
+        while not held:
+            msg = await comm.receive_json_from(timeout=max(0.1, end - loop.time()))
+            if msg.get("type") == "events":
+                seqs = [e["seq"] for e in msg["events"]]
+                assert seqs and seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # a run, oldest first
+                held.extend(msg["events"])
+        out.append(held.popleft())
+        if pred(out[-1]):
             return out
 
 
 async def receive_type(comm, kind: str, timeout: float = 10.0, events: list | None = None) -> dict:
-    """The next message of type ``kind``; events received meanwhile go to ``events``."""
+    """The next message of type ``kind``; events received meanwhile (and held ones) go to ``events``."""
+    held = _held(comm)
     while True:
+        if events is not None:
+            events.extend(held)
+            held.clear()
         msg = await comm.receive_json_from(timeout=timeout)
         if msg.get("type") == kind:
             return msg
-        if msg.get("type") == "event" and events is not None:
-            events.append(msg["event"])
+        if msg.get("type") == "events":
+            held.extend(msg["events"])
 
 
 @pytest.fixture(autouse=True)
@@ -218,9 +232,15 @@ def test_live_gap_is_filled_from_the_database_and_duplicates_skipped(room, manag
 
         three, two = await database_sync_to_async(store_unpublished)()
         layer = get_channel_layer()
-        await layer.group_send(f"preview.{room.pk}", {"type": "preview.event", "event": three})
+
+        def message(*events):  # as streams.events publishes a run of stored events
+            return {"type": EVENT_MESSAGE_TYPE, "first": events[0]["seq"], "last": events[-1]["seq"],
+                    "text": events_frame(events)}
+
+        await layer.group_send(f"preview.{room.pk}", message(three))
         got = await events_until(comm, lambda e: e["seq"] == 3)
-        await layer.group_send(f"preview.{room.pk}", {"type": "preview.event", "event": two})  # late duplicate
+        await layer.group_send(f"preview.{room.pk}", message(two))  # late duplicate
+        await layer.group_send(f"preview.{room.pk}", message(two, three))  # a late run, all of it sent already
         assert await comm.receive_nothing(timeout=0.3)
         await comm.disconnect()
         return first, got
@@ -228,6 +248,44 @@ def test_live_gap_is_filled_from_the_database_and_duplicates_skipped(room, manag
     first, got = asyncio.run(go())
     assert [e["seq"] for e in first] == [1]
     assert [(e["seq"], e["type"]) for e in got] == [(2, "paused"), (3, "resumed")]
+
+
+def test_viewers_of_a_room_share_one_group_membership_per_process(room, manager):
+    from streams.consumers import RoomFeed
+
+    login_cookie(manager)
+
+    async def go():
+        layer = get_channel_layer()
+        group = f"preview.{room.pk}"
+        viewers = [communicator(room.pk, manager) for _ in range(3)]
+        for comm in viewers:
+            assert (await comm.connect(timeout=5))[0]
+            await events_until(comm, lambda e: e["seq"] == 1)
+        feed = RoomFeed._feeds[layer][group]
+        assert len(feed.consumers) == 3
+
+        def store(seq):
+            PreviewEvent.objects.create(room=room, seq=seq, type="paused", payload={"by": "x", "minute": 0})
+            PreviewRoom.objects.filter(pk=room.pk).update(last_seq=seq)
+            return PreviewEvent.objects.get(room=room, seq=seq).as_message()
+
+        two = await database_sync_to_async(store)(2)
+        await layer.group_send(group, {"type": EVENT_MESSAGE_TYPE, "first": 2, "last": 2, "text": events_frame([two])})
+        got = [await events_until(comm, lambda e: e["seq"] == 2) for comm in viewers]
+        await viewers[0].disconnect()
+        three = await database_sync_to_async(store)(3)
+        await layer.group_send(group, {"type": EVENT_MESSAGE_TYPE, "first": 3, "last": 3,
+                                       "text": events_frame([three])})
+        got += [await events_until(comm, lambda e: e["seq"] == 3) for comm in viewers[1:]]
+        assert RoomFeed._feeds[layer][group] is feed and len(feed.consumers) == 2
+        for comm in viewers[1:]:
+            await comm.disconnect()
+        assert group not in RoomFeed._feeds[layer]
+        return got
+
+    got = asyncio.run(go())
+    assert [[e["seq"] for e in g] for g in got] == [[2], [2], [2], [3], [3]]
 
 
 def test_actions_step_pause_resume_switch_and_errors(manager, harness_with_history, scripted_model, demo_scenarios):

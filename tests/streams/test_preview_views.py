@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from streams import services
 from streams.models import ModelEndpoint, PreviewRoom
@@ -87,3 +88,137 @@ def test_nav_and_version_page_link(as_user, manager, operator, harness_with_hist
     assert "Preview this version" not in page and ">Preview</a>" not in page
     form = as_user(manager).get(f'{reverse("streams:preview_list")}?version={v3.pk}').content.decode()
     assert f'<option value="{v3.pk}" selected>' in form
+
+
+# --- play mode and scenario runs ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ticks(monkeypatch):
+    """Clock ticks and turns queued on commit, recorded instead of sent."""
+    from streams import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.preview_clock_tick, "apply_async", lambda args, countdown=0: calls.append(args))
+    monkeypatch.setattr(tasks.preview_turn, "delay", lambda *args: None)
+    return calls
+
+
+def _finished_run(user, version, scenario, model, endpoint, django_capture_on_commit_callbacks):
+    from tests.streams.test_scenario_runs import _script_quick_run
+
+    _script_quick_run(endpoint)
+    run = services.scenario_run_start(user=user, version=version, scenario=scenario, endpoint=model, play=False)
+    return services.scenario_run_execute(room_id=run.pk)
+
+
+def test_play_and_run_pages_by_role(client, as_user, manager, reviewer, ml_staff, operator, outsider,
+                                    harness_with_history, scripted_model, demo_scenarios, ticks):
+    scenario = demo_scenarios["after-sales-faults"]
+    room = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model,
+                                 scenario=scenario)
+    run = services.scenario_run_start(user=manager, version=harness_with_history["v1"], scenario=scenario,
+                                      endpoint=scripted_model, play=False)
+    gets = [reverse("streams:run_list"), reverse("streams:preview_transcript", args=[run.pk])]
+    posts = [reverse(f"streams:preview_{name}", args=[room.pk]) for name in ("play", "pause", "resume", "close")]
+    for page in gets + posts + [reverse("streams:run_list")]:
+        assert client.get(page).status_code == 302  # anonymous → login
+    for user, ok in ((operator, False), (outsider, False), (manager, True), (reviewer, True), (ml_staff, True)):
+        c = as_user(user)
+        for page in gets:
+            assert c.get(page).status_code == (200 if ok else 403), (user, page)
+        if ok:  # the last post closed it: a new room for the next user
+            room = services.preview_open(user=manager, version=harness_with_history["v1"],
+                                         endpoint=scripted_model, scenario=scenario)
+        for page in [reverse(f"streams:preview_{name}", args=[room.pk]) for name in ("play", "pause", "resume", "close")]:
+            assert c.post(page, {"speed": "10"}).status_code == (302 if ok else 403), (user, page)
+        assert c.post(reverse("streams:run_list"), {}).status_code == (400 if ok else 403)
+    unknown = uuid.uuid4()
+    c = as_user(manager)
+    assert c.get(reverse("streams:preview_transcript", args=[unknown])).status_code == 404
+    for name in ("play", "pause", "resume", "close"):
+        assert c.post(reverse(f"streams:preview_{name}", args=[unknown]), {"speed": "10"}).status_code == 404
+        assert c.get(reverse(f"streams:preview_{name}", args=[room.pk])).status_code == 405  # POST only
+
+
+def test_play_form_works_without_script(as_user, manager, harness_with_history, scripted_model, demo_scenarios,
+                                        ticks, django_capture_on_commit_callbacks):
+    room = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model,
+                                 scenario=demo_scenarios["after-sales-faults"])
+    c = as_user(manager)
+    page = c.get(reverse("streams:preview_room", args=[room.pk])).content.decode()
+    assert f'action="{reverse("streams:preview_play", args=[room.pk])}"' in page
+    assert '<option value="60">×60 (a minute a second)</option>' in page and "as fast as turns finish" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        r = c.post(reverse("streams:preview_play", args=[room.pk]), {"speed": "60"})
+    assert r.status_code == 302 and r["Location"] == reverse("streams:preview_room", args=[room.pk])
+    room.refresh_from_db()
+    assert room.playing and room.play_speed == 60 and ticks == [(str(room.pk), room.tick_token)]
+    page = c.get(r["Location"]).content.decode()
+    assert "playing ×60" in page and '<option value="60" selected>' in page and "Set speed" in page
+    assert c.post(reverse("streams:preview_pause", args=[room.pk])).status_code == 302
+    room.refresh_from_db()
+    assert room.paused and room.tick_token == ""
+    with django_capture_on_commit_callbacks(execute=True):
+        assert c.post(reverse("streams:preview_resume", args=[room.pk])).status_code == 302
+    room.refresh_from_db()
+    assert not room.paused and ticks[-1] == (str(room.pk), room.tick_token)
+    bad = c.post(reverse("streams:preview_play", args=[room.pk]), {"speed": "7"})
+    assert bad.status_code == 400 and "pick a speed" in bad.content.decode()
+    assert c.post(reverse("streams:preview_close", args=[room.pk])).status_code == 302
+    closed = c.post(reverse("streams:preview_play", args=[room.pk]), {"speed": "10"})
+    assert closed.status_code == 400 and "closed" in closed.content.decode()
+    plain = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model)
+    assert 'data-testid="play-form"' not in c.get(reverse("streams:preview_room", args=[plain.pk])).content.decode()
+
+
+def test_start_a_run_from_the_runs_page(as_user, manager, harness_with_history, scripted_model, demo_scenarios,
+                                        ticks, django_capture_on_commit_callbacks):
+    c = as_user(manager)
+    page = c.get(reverse("streams:run_list")).content.decode()
+    assert "Run to the end" in page and "No runs yet." in page
+    assert reverse("streams:run_list") in c.get(reverse("streams:preview_list")).content.decode()
+    scenario, v2 = demo_scenarios["compliance-traps"], harness_with_history["v2"]
+    with django_capture_on_commit_callbacks(execute=True):
+        r = c.post(reverse("streams:run_list"), {"version": v2.pk, "scenario": scenario.pk,
+                                                 "endpoint": scripted_model.pk, "seed": "3"})
+    run = PreviewRoom.objects.get(kind="run")
+    assert r.status_code == 302 and r["Location"] == reverse("streams:preview_transcript", args=[run.pk])
+    assert (run.harness_version, run.scenario, run.seed, run.run_status) == (v2, scenario, 3, "queued")
+    assert ticks == [(str(run.pk), run.tick_token)]
+    page = c.get(r["Location"]).content.decode()
+    assert 'http-equiv="refresh"' in page and 'data-testid="run-status">queued' in page
+    missing = c.post(reverse("streams:run_list"), {"version": v2.pk, "endpoint": scripted_model.pk})
+    assert missing.status_code == 400 and PreviewRoom.objects.filter(kind="run").count() == 1
+
+
+def test_runs_list_filters_and_finished_transcript(as_user, manager, harness_with_history, scripted_model,
+                                                   scripted_endpoint, demo_scenarios,
+                                                   django_capture_on_commit_callbacks):
+    from tests.streams.test_scenario_runs import STOCK_REPLY, quick_yaml
+
+    quick = services.scenario_import(yaml_text=quick_yaml(), user=manager)
+    h = harness_with_history
+    done = _finished_run(manager, h["v1"], quick, scripted_model, scripted_endpoint,
+                         django_capture_on_commit_callbacks)
+    other = services.scenario_run_start(user=manager, version=h["v2"], scenario=demo_scenarios["compliance-traps"],
+                                        endpoint=scripted_model, play=False)
+    c = as_user(manager)
+    url = reverse("streams:run_list")
+
+    def listed(query):
+        body = c.get(url, query).content.decode()
+        return {str(r.pk) for r in (done, other) if reverse("streams:preview_transcript", args=[r.pk]) in body}
+
+    assert listed({}) == {str(done.pk), str(other.pk)}
+    assert listed({"scenario": quick.pk}) == {str(done.pk)}
+    assert listed({"version": h["v2"].pk}) == {str(other.pk)}
+    assert listed({"scenario": quick.pk, "version": h["v2"].pk}) == set()
+
+    page = c.get(reverse("streams:preview_transcript", args=[done.pk])).content.decode()
+    assert 'data-testid="run-status">finished' in page and 'http-equiv="refresh"' not in page
+    assert 'data-testid="summary-turns">3<' in page and "permission_denied 1" in page
+    assert GOOD in page and escape(STOCK_REPLY) in page and "fallback: model_error" in page
+    assert page.count('data-testid="turn-details"') == 3 and "<summary>Details</summary>" in page
+    assert "[fault permission_denied]" in page and "faults in force: <code>catalog.stock</code>" in page
+    assert "scenario_finished" in page

@@ -382,3 +382,38 @@ def test_a_room_that_starts_later_applies_earlier_events_but_skips_earlier_comme
     comments = run.advance_to(6)
     assert [c.text for c in comments] == ["on time"]
     assert run.room["campaign"]["phase"] == "late" and run.room["clock_minute"] == 6
+
+
+def test_next_at_walks_the_schedule_to_the_end():
+    s = small(timeline=[{"at_minute": 2, "kind": "phase_change", "params": {"phase": "peak"}}],
+              personas=[{"id": "p", "kind": "chit_chat", "names": ["a"],
+                         "comments": [{"at_minute": 1.5, "text": "one"}, {"at_minute": 2, "text": "two"}]}])
+    run = ScenarioRun(s)
+    seen = []
+    while (at := run.next_at) is not None:  # jumping from item to item: what "as fast as turns finish" does
+        seen.append((at, [c.text for c in run.advance_to(at)], run.room["campaign"]["phase"]))
+    assert seen == [(1.5, ["one"], "regular"), (2.0, ["two"], "peak")]  # the event first at equal minutes
+    assert run.next_at is None and not run.finished
+    run.advance_to(run.duration)
+    assert run.finished
+
+    late = s.model_dump()
+    late["room"]["clock_minute"] = 2
+    assert ScenarioRun(parse_scenario(late)).next_at == 2.0  # the comment at 1.5 is never said: skipped
+
+
+@pytest.mark.parametrize("name", ["evening-flash-sale", "after-sales-faults"])
+def test_resumed_run_goes_on_as_if_never_stopped(name):
+    whole = ScenarioRun(scenario(name))
+    first = whole.advance_to(7)
+    rest = whole.advance_to(whole.duration)
+    stored = ScenarioRun(scenario(name))
+    stored.advance_to(7)
+    room = stored.snapshot()
+    room["coupons"][0]["remaining"] -= 1  # a turn changed the stored room (a coupon issued)
+    resumed = ScenarioRun.resumed(scenario(name), None, 7, room)
+    assert resumed.minute == 7 and resumed.room["coupons"][0]["remaining"] == room["coupons"][0]["remaining"]
+    assert resumed.room is not room  # a copy: the run never writes into the caller's dict
+    assert [(c.minute, c.viewer_id) for c in resumed.advance_to(resumed.duration)] == [
+        (c.minute, c.viewer_id) for c in rest]
+    assert first and len(resumed.event_log) == len(whole.event_log)
