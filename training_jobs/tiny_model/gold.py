@@ -327,7 +327,8 @@ def generate(n: int, *, seed: int = 0, split: Split = "train", manifest: Manifes
         comment = make_comment(rng, split, intent, room, askable)
         traj = gold_trajectory(manifest, copy.deepcopy(room), comment)
         traj.meta.update(
-            {"split": split, "seed": seed, "comment": comment.text, "link_id": comment.link_id, "room": room,
+            {"split": split, "seed": seed, "comment": comment.text, "viewer": comment.viewer,
+             "link_id": comment.link_id, "room": room,
              # how the viewer pointed at the product: by its link id, or by name ("the serum")
              "mention": None if comment.link_id is None else (
                  "link" if str(comment.link_id) in comment.text else "name")}

@@ -319,6 +319,33 @@ def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, mode
     return info
 
 
+def record_serving(dst: str | Path = DEMO_MODEL_DIR, requests: int = 30, seed: int = 0, log=print) -> dict[str, Any]:
+    """Serve ``dst`` with the local OpenAI-compatible server, stream ``requests`` real rendered held-out prompts
+    through it, and write the figures (ready time, TTFT and tokens/s medians) into metrics.json and the model
+    card. One server thread, like ``make run``."""
+    from transformers import AutoTokenizer
+
+    from training_jobs.tiny_model.gold import generate
+    from training_jobs.tiny_model.serve import measure_streaming, start_local_server
+
+    dst = Path(dst)
+    tokenizer = AutoTokenizer.from_pretrained(dst)
+    prompts = [(t.messages[:2], t.tools) for t in generate(requests, seed=seed, split="heldout")]
+    server = start_local_server(dst, threads=1)
+    try:
+        figures = measure_streaming(server.base_url, server.model, prompts,
+                                    count_tokens=lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+    finally:
+        server.stop()
+    serving = {"ready_s": round(server.ready_s, 1), **figures}
+    info = json.loads((dst / "metrics.json").read_text(encoding="utf-8"))
+    info["serving"] = serving
+    (dst / "metrics.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_model_card(dst, info)
+    log(json.dumps(serving))
+    return serving
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     p = argparse.ArgumentParser(description=__doc__)

@@ -52,4 +52,6 @@ class Command(BaseCommand):
         if o["work"]:
             kwargs["work_dir"] = o["work"]
         info = pipeline.run(**kwargs)
+        # the serving figures in the model card come from the real local server on the exported directory
+        pipeline.record_serving(kwargs.get("out_dir", pipeline.DEMO_MODEL_DIR), seed=o["seed"], log=self.stdout.write)
         self.stdout.write(self.style.SUCCESS(f"done: {info['train']['steps']} steps, metrics in metrics.json"))
