@@ -1,7 +1,7 @@
 """HSA augmentation throughput (augmented samples per second per core) and memory for 100,000 samples.
 
     .venv/bin/python bench/hsa_throughput.py [--rows 100000] [--variants 4] [--pool 128] [--data mix]
-                                             [--target 5000]
+                                             [--target 5000] [--stream-to DIR]
 
 Input: the demo data as canonical samples — every comment of the demo scenarios under skincare_v1..v3 (the
 reference policy's gold turns) and the tiny model's seeded gold turns (tiny_room harness); ``--data`` picks
@@ -15,6 +15,10 @@ samples as the baseline. Rates use CPU time of this process (``time.process_time
 time also counts other programs); wall time is printed too. Memory: peak RSS of the process (``ru_maxrss``)
 before and after the augmented build, which holds all ``--rows`` rows in memory. PASS means augmented
 rows/s >= ``--target``; exit status 1 on FAIL.
+
+``--stream-to DIR`` measures the streaming writer instead (:func:`training_jobs.hsa.dataset.build_to_disk`: rows
+written to an Arrow file as they are made, then ``save_to_disk``), in this process only, so the peak RSS it
+prints is the streamed build's (the in-memory build is not run). Its rate includes the writing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training_jobs.hsa.dataset import Recipe, build, build_fixed_harness  # noqa: E402
+from training_jobs.hsa.dataset import Recipe, build, build_fixed_harness, build_to_disk  # noqa: E402
 from training_jobs.hsa.samples import scenario_samples, tiny_model_samples  # noqa: E402
 
 
@@ -44,6 +48,7 @@ def main() -> int:
     ap.add_argument("--data", choices=("mix", "scenario", "tiny"), default="mix")
     ap.add_argument("--tiny", type=int, default=2000, help="tiny-model gold samples in the base set")
     ap.add_argument("--target", type=float, default=5000.0)
+    ap.add_argument("--stream-to", default=None, help="measure build_to_disk into this folder instead")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -60,6 +65,17 @@ def main() -> int:
           f"prepared in {time.perf_counter() - t0:.1f}s")
 
     recipe = Recipe(variants_per_sample=args.variants, harness_pool_size=args.pool, progress_every=10_000)
+    if args.stream_to:
+        rss_before = _rss_mib()
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = build_to_disk(samples, recipe, args.stream_to, progress_every=10_000)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        rows = result.stats.rows + result.stats.dropped
+        print(f"streamed to {args.stream_to}: {result.stats.rows} rows kept + {result.stats.dropped} dropped in "
+              f"{cpu:.1f}s CPU ({wall:.1f}s wall) -> {rows / cpu:,.0f} samples/s per core including the write")
+        print(f"memory: peak RSS {rss_before:,.0f} MiB before the build, {_rss_mib():,.0f} MiB after "
+              f"(+{_rss_mib() - rss_before:,.0f} MiB; rows on disk, not in memory)")
+        return 0
     rss_before = _rss_mib()
     c0, w0 = time.process_time(), time.perf_counter()
     result = build(samples, recipe)

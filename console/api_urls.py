@@ -6,6 +6,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 
 from console.apis import AuditListApi
 from harness_editor import apis as harness_apis
+from training_jobs import apis as dataset_apis
 
 
 @extend_schema_view(post=extend_schema(tags=["auth"], operation_id="auth_token_create",
@@ -37,4 +38,9 @@ urlpatterns = [
     path(L + "history", harness_apis.LabelHistoryApi.as_view(), name="api-label-history"),
     path("audit/", AuditListApi.as_view(), name="api-audit"),
     path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
+    path("datasets/", dataset_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),
+    path("datasets/<uuid:dataset_id>/", dataset_apis.DatasetDetailApi.as_view(), name="api-dataset-detail"),
+    path("datasets/<uuid:dataset_id>/cancel", dataset_apis.DatasetCancelApi.as_view(), name="api-dataset-cancel"),
+    path("datasets/<uuid:dataset_id>/samples/", dataset_apis.DatasetSampleListApi.as_view(),
+         name="api-dataset-samples"),
 ]

@@ -25,12 +25,14 @@ REVIEW_VERSION = "harness_editor.review_harnessversion"
 MOVE_LABEL = "harness_editor.move_label"
 VIEW_AUDIT = "console.view_auditevent"
 USE_PREVIEW = "streams.use_previewroom"
+VIEW_DATASETS = "training_jobs.view_dataset"  # dataset jobs, statistics and the sample browser
+BUILD_DATASET = "training_jobs.add_dataset"  # compose a recipe, launch and cancel dataset builds
 
 _EVERYONE = {VIEW_HARNESS, VIEW_AUDIT}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
-    CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW},
+    CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS},
     COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW},
-    ML_STAFF: _EVERYONE | {USE_PREVIEW},
+    ML_STAFF: _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET},
     OPERATOR: set(_EVERYONE),
 }
 

@@ -159,6 +159,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # two models have a "status" field: name both enums (the harness version's keeps its old name)
+    "ENUM_NAME_OVERRIDES": {"StatusEnum": "harness_editor.models.HarnessVersion.Status",
+                            "DatasetKindEnum": "training_jobs.models.Dataset.Kind",
+                            "DatasetStatusEnum": "training_jobs.models.Dataset.Status"},
 }
 
 LOGGING = {

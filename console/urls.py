@@ -15,5 +15,6 @@ urlpatterns = [
     path("api/", include("console.api_urls")),
     path("harnesses/", include("harness_editor.urls")),
     path("preview/", include("streams.urls")),
+    path("datasets/", include("training_jobs.urls")),
     path("", include("console.page_urls")),
 ]

@@ -16,7 +16,6 @@ generated content in their *first* block of that role:
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,6 +108,9 @@ def room_lines(room: dict[str, Any]) -> list[str]:
     return lines
 
 
+_room_lines = room_lines  # render_system_text's keyword of the same name shadows it
+
+
 def constraint_lines(c: InteractionConstraints) -> list[str]:
     lines = [f"Reply length: {c.reply_min_chars} to {c.reply_max_chars} characters.", f"Language: {c.language}."]
     if c.tone.strip():
@@ -146,58 +148,167 @@ def _sections(m: Manifest, room: dict[str, Any] | None) -> list[_Section]:
 
 
 # --- layouts ---------------------------------------------------------------------------------------------
+#
+# Each layout renders one section to a *piece*; the system text is the pieces joined. Pieces depend only on the
+# manifest, except the room section's, so :class:`_Plan` keeps them per manifest and a render only formats the
+# room lines and joins (byte-identical to formatting every section each time; a test holds it to the previous
+# renderer across layouts).
+
+
+def _markdown_piece(s: _Section) -> str:
+    parts = [f"## {s.title}"]
+    if s.content:
+        parts.append(s.content)
+    if s.items:
+        parts.append("\n".join("- " + item.replace("\n", "\n  ") for item in s.items))
+    return "\n".join(parts)
+
+
+def _xml_piece(s: _Section) -> str:
+    parts = [f"<{s.role} title={quoteattr(s.title)}>"]
+    if s.content:
+        parts.append(escape(s.content))
+    parts.extend(f"<item>{escape(item)}</item>" for item in s.items)
+    parts.append(f"</{s.role}>")
+    return "\n".join(parts)
+
+
+def _plain_piece(s: _Section) -> str:
+    parts = [f"{s.title.upper()}:"]
+    if s.content:
+        parts.append(s.content)
+    parts.extend(f"{i}. {item}" for i, item in enumerate(s.items, 1))
+    return "\n".join(parts)
+
+
+def _json_keys(sections: Sequence[_Section]) -> list[str]:
+    keys: list[str] = []
+    taken: set[str] = set()
+    for s in sections:
+        key, n = s.title, 2
+        while key in taken:  # titles need not be unique; keys must be
+            key, n = f"{s.title} ({n})", n + 1
+        taken.add(key)
+        keys.append(key)
+    return keys
+
+
+def _json_piece(s: _Section, key: str) -> str:
+    """One ``"key": value`` member exactly as ``json.dumps(obj, ensure_ascii=False, indent=2)`` writes it inside
+    the top-level object (written out here: ``indent`` makes json use its slow pure-Python encoder)."""
+    q = _json_str
+    if not s.items:
+        return f"  {q(key)}: {q(s.content)}"
+    items = ",\n".join(f"      {q(i)}" for i in s.items)
+    return f"  {q(key)}: {{\n    \"content\": {q(s.content)},\n    \"items\": [\n{items}\n    ]\n  }}"
+
+
+_json_str = json.JSONEncoder(ensure_ascii=False).encode  # one string, as json.dumps(ensure_ascii=False) writes it
+
+
+_JOINERS = {"markdown": "\n\n", "xml": "\n", "plain": "\n\n", "json": ",\n"}
+_PIECES = {"markdown": _markdown_piece, "xml": _xml_piece, "plain": _plain_piece}
+
+
+def _render(layout: str, sections: list[_Section]) -> str:
+    if layout == "json":
+        if not sections:
+            return "{}"
+        return "{\n" + ",\n".join(_json_piece(s, k) for s, k in zip(sections, _json_keys(sections))) + "\n}"
+    return _JOINERS[layout].join(_PIECES[layout](s) for s in sections)
 
 
 def _markdown(sections: list[_Section]) -> str:
-    out = []
-    for s in sections:
-        parts = [f"## {s.title}"]
-        if s.content:
-            parts.append(s.content)
-        if s.items:
-            parts.append("\n".join("- " + item.replace("\n", "\n  ") for item in s.items))
-        out.append("\n".join(parts))
-    return "\n\n".join(out)
+    return _render("markdown", sections)
 
 
 def _xml(sections: list[_Section]) -> str:
-    out = []
-    for s in sections:
-        parts = [f"<{s.role} title={quoteattr(s.title)}>"]
-        if s.content:
-            parts.append(escape(s.content))
-        parts.extend(f"<item>{escape(item)}</item>" for item in s.items)
-        parts.append(f"</{s.role}>")
-        out.append("\n".join(parts))
-    return "\n".join(out)
+    return _render("xml", sections)
 
 
 def _json(sections: list[_Section]) -> str:
-    obj: dict[str, Any] = {}
-    for s in sections:
-        key, n = s.title, 2
-        while key in obj:  # titles need not be unique; keys must be
-            key, n = f"{s.title} ({n})", n + 1
-        obj[key] = {"content": s.content, "items": list(s.items)} if s.items else s.content
-    return json.dumps(obj, ensure_ascii=False, indent=2)
+    return _render("json", sections)
 
 
 def _plain(sections: list[_Section]) -> str:
-    out = []
-    for s in sections:
-        parts = [f"{s.title.upper()}:"]
-        if s.content:
-            parts.append(s.content)
-        parts.extend(f"{i}. {item}" for i, item in enumerate(s.items, 1))
-        out.append("\n".join(parts))
-    return "\n\n".join(out)
+    return _render("plain", sections)
 
 
 _LAYOUTS = {"markdown": _markdown, "xml": _xml, "json": _json, "plain": _plain}
 
 
-def render_system_text(m: Manifest, room: dict[str, Any] | None = None) -> str:
-    return _LAYOUTS[m.prompt.layout](_sections(m, room))
+class _Plan:
+    """What a manifest's system text and tools need, computed once per manifest object: the sections and
+    their rendered pieces without a room; the room section (its index, its base items, its JSON key); the
+    text without a room; the tool schemas as JSON (a fresh copy per call is one ``json.loads``)."""
+
+    __slots__ = ("manifest", "layout", "pieces", "room_at", "room_section", "room_key", "text_no_room",
+                 "tools_json", "before", "after")
+
+    def __init__(self, m: Manifest):
+        self.manifest = m
+        self.layout = m.prompt.layout
+        sections = _sections(m, None)
+        self.room_at = next((i for i, b in enumerate(m.prompt.blocks) if b.role == "room_context"), None)
+        self.room_section = sections[self.room_at] if self.room_at is not None else None
+        keys = _json_keys(sections) if self.layout == "json" else []
+        self.room_key = keys[self.room_at] if keys and self.room_at is not None else ""
+        if self.layout == "json":
+            self.pieces = [_json_piece(s, k) for s, k in zip(sections, keys)]
+        else:
+            piece = _PIECES[self.layout]
+            self.pieces = [piece(s) for s in sections]
+        self.text_no_room = self._join(self.pieces)
+        self.tools_json = json.dumps([t.parameters for t in m.tools], ensure_ascii=False)
+        # the text around the room piece, so a render is three concatenations
+        self.before = self.after = ""
+        if self.room_at is not None:
+            j = _JOINERS[self.layout]
+            head, tail = self.pieces[: self.room_at], self.pieces[self.room_at + 1:]
+            self.before = ("{\n" if self.layout == "json" else "") + "".join(p + j for p in head)
+            self.after = "".join(j + p for p in tail) + ("\n}" if self.layout == "json" else "")
+
+    def _join(self, pieces: list[str]) -> str:
+        if self.layout == "json":
+            return "{\n" + ",\n".join(pieces) + "\n}" if pieces else "{}"
+        return _JOINERS[self.layout].join(pieces)
+
+    def text(self, lines: Sequence[str] | None) -> str:
+        """The system text with these room lines (None: no room given)."""
+        s = self.room_section
+        if lines is None or s is None:
+            return self.text_no_room
+        section = _Section(s.role, s.title, s.content, s.items + tuple(lines))
+        if self.layout == "json":
+            piece = _json_piece(section, self.room_key)
+        else:
+            piece = _PIECES[self.layout](section)
+        return self.before + piece + self.after
+
+
+_PLANS: dict[int, _Plan] = {}
+_MAX_PLANS = 4096
+
+
+def _plan(m: Manifest) -> _Plan:
+    """The plan of this manifest object (manifests are frozen models; the cache holds the object, so its id
+    cannot be reused while the entry lives)."""
+    hit = _PLANS.get(id(m))
+    if hit is not None and hit.manifest is m:
+        return hit
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    plan = _PLANS[id(m)] = _Plan(m)
+    return plan
+
+
+def render_system_text(m: Manifest, room: dict[str, Any] | None = None, *,
+                       room_lines: Sequence[str] | None = None) -> str:
+    """The system prompt. ``room_lines``: :func:`room_lines` of the room, when the caller already has them
+    (e.g. many renders of one room); given, ``room`` is not read."""
+    if room_lines is None and room is not None:
+        room_lines = _room_lines(room)
+    return _plan(m).text(room_lines)
 
 
 # --- messages and tools -----------------------------------------------------------------------------------
@@ -241,12 +352,13 @@ def load_skill_tool(m: Manifest) -> dict[str, Any]:
 
 def render_tools(m: Manifest) -> list[dict[str, Any]]:
     """Manifest tools in order (schemas copied, so callers may mutate them), then load_skill."""
+    schemas = json.loads(_plan(m).tools_json)  # a fresh copy: one json.loads beats deepcopy per schema
     tools = [
         {
             "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": copy.deepcopy(t.parameters)},
+            "function": {"name": t.name, "description": t.description, "parameters": schema},
         }
-        for t in m.tools
+        for t, schema in zip(m.tools, schemas)
     ]
     tools.append(load_skill_tool(m))
     return tools

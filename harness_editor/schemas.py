@@ -481,6 +481,88 @@ def resolve_param_path(schema: dict[str, Any], dotted: str) -> dict[str, Any] | 
     return node
 
 
+# A tool parameter bound to an integer implementation parameter that coerces digit strings
+# (``BindingParam.coerces_digit_strings``) may be a string, but only one the schema holds to digits: a
+# ``pattern`` of this shape ("^[0-9]+$", "^\\d+$", "^-?[0-9]{1,9}$", ...) or an enum/const of digit strings.
+_DIGIT_PATTERN_RE = re.compile(r"\^(?:-\?)?(?:\[0-9\]|\\d)(?:\+|\{[1-9][0-9]*(?:,[0-9]*)?\})\$")
+_DIGITS_RE = re.compile(r"-?[0-9]+")
+_COMBINATORS = ("anyOf", "oneOf", "allOf")
+_MAX_SCHEMA_DEPTH = 32
+
+
+def _digits_only(node: dict[str, Any]) -> bool:
+    """Does the node hold its string values to digit strings (pattern, or every string in enum/const)?"""
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and _DIGIT_PATTERN_RE.fullmatch(pattern):
+        return True
+    values = node.get("enum") if "enum" in node else [node["const"]] if "const" in node else None
+    if isinstance(values, list):
+        strings = [v for v in values if isinstance(v, str)]
+        return bool(strings) and all(_DIGITS_RE.fullmatch(v) for v in strings)
+    return False
+
+
+def _local_ref(root: dict[str, Any], ref: Any) -> dict[str, Any] | None:
+    """The node a local ``$ref`` ("#/$defs/id") points to inside the tool's parameters schema, or None."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    node: Any = root
+    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        elif isinstance(node, dict) and key in node:
+            node = node[key]
+        else:
+            return None
+    return node if isinstance(node, dict) else None
+
+
+def _param_type_errors(node: dict[str, Any], bp: BindingParam, binding_id: str, tool_path: str,
+                       root: dict[str, Any], where: str, node_path: str, *, digits: bool = False,
+                       depth: int = 0) -> Iterable[tuple[str, str]]:
+    """(path, message) for every JSON type the schema node — or any branch of its anyOf/oneOf/allOf (and
+    local ``$ref``) — admits that the binding parameter cannot take. A node or branch that names no type
+    is not judged. ``where`` is the path the node's own error goes to (the argument_map entry for the
+    parameter itself, the branch's ``type`` for a branch); ``digits``: an enclosing node holds strings to
+    digits (its keywords apply to every branch)."""
+    if depth > _MAX_SCHEMA_DEPTH:
+        return
+    digits = digits or _digits_only(node)
+    types = _schema_types(node)
+    if types is not None:
+        bad = types - _COMPATIBLE[bp.json_type]
+        if bad == {"string"} and bp.coerces_digit_strings and digits:
+            bad = set()
+        if bad:
+            hint = ""
+            if "string" in bad and bp.coerces_digit_strings:
+                hint = (" (it coerces digit strings: a string parameter needs a digits-only pattern such as "
+                        "'^[0-9]+$')")
+            if depth == 0:
+                message = (f"tool parameter {tool_path!r} has type {'/'.join(sorted(types))} but binding "
+                           f"{binding_id!r} parameter {bp.name!r} needs {bp.json_type}{hint}")
+            else:
+                message = (f"tool parameter {tool_path!r} admits {'/'.join(sorted(bad))} through this branch, but "
+                           f"binding {binding_id!r} parameter {bp.name!r} needs {bp.json_type}{hint}; every "
+                           "branch must fit the binding")
+            yield where, message
+    branches: list[tuple[str, Any]] = []
+    for key in _COMBINATORS:
+        value = node.get(key)
+        if isinstance(value, list):
+            branches += [(_join(_join(node_path, key), j), b) for j, b in enumerate(value)]
+    if "$ref" in node:
+        target = _local_ref(root, node["$ref"])
+        if target is not None:
+            branches.append((_join(node_path, "$ref"), target))
+    for path, branch in branches:
+        if isinstance(branch, dict):
+            own = _join(path, "type") if "type" in branch else path
+            yield from _param_type_errors(branch, bp, binding_id, tool_path, root, own, path, digits=digits,
+                                          depth=depth + 1)
+
+
 def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]:
     errors: list[FieldError] = []
     at = f"tools[{i}]"
@@ -549,15 +631,10 @@ def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]
                 )
             )
             continue
-        types = _schema_types(node)
-        if types is not None and not types <= _COMPATIBLE[bp.json_type]:
-            errors.append(
-                FieldError(
-                    path=where,
-                    message=f"tool parameter {tool_path!r} has type {'/'.join(sorted(types))} but binding "
-                    f"{t.binding!r} parameter {impl_param!r} needs {bp.json_type}",
-                )
-            )
+        node_path = _path([part for seg in tool_path.split(".") for part in ("properties", seg)],
+                          f"{at}.parameters")
+        for path, message in _param_type_errors(node, bp, t.binding, tool_path, t.parameters, where, node_path):
+            errors.append(FieldError(path=path, message=message))
     for bp in binding.params.values():
         if bp.required and bp.name not in t.argument_map:
             errors.append(

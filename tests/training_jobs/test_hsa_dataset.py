@@ -214,3 +214,40 @@ def test_write_dataset_with_recipe_beside_it(tmp_path: Path, samples):
         from harness_editor.schemas import content_hash
 
         assert content_hash(manifest_from_json(json.dumps(data))) == digest
+
+
+def test_build_to_disk_streams_the_same_dataset(tmp_path: Path, samples):
+    """The streaming path (rows written as they are made) stores exactly what build + write_dataset stores."""
+    from datasets import load_from_disk
+
+    from training_jobs.hsa.dataset import build_to_disk, row_features
+
+    recipe = Recipe(seed=5, variants_per_sample=2, harness_pool_size=8)
+    in_memory = build(samples[:20], recipe)
+    write_dataset(in_memory, tmp_path / "mem")
+    streamed = build_to_disk(samples[:20], recipe, tmp_path / "disk", progress_every=7)
+    assert streamed.rows == [] and streamed.path == tmp_path / "disk"
+    a, b = load_from_disk(str(tmp_path / "mem" / "dataset")), load_from_disk(str(tmp_path / "disk" / "dataset"))
+    assert a.features == b.features == row_features()
+    assert a.to_list() == b.to_list()
+    assert len(b) == in_memory.stats.rows == streamed.stats.rows
+    mem_stats = json.loads((tmp_path / "mem" / "stats.json").read_text())
+    disk_stats = json.loads((tmp_path / "disk" / "stats.json").read_text())
+    assert {**mem_stats, "seconds": 0} == {**disk_stats, "seconds": 0}
+    for name in ("recipe.json", "harnesses.jsonl"):
+        assert (tmp_path / "mem" / name).read_text() == (tmp_path / "disk" / name).read_text()
+    fixed = build_to_disk(samples[:20], None, tmp_path / "fixed")
+    write_dataset(build_fixed_harness(samples[:20]), tmp_path / "fixed_mem")
+    assert load_from_disk(str(tmp_path / "fixed" / "dataset")).to_list() == load_from_disk(
+        str(tmp_path / "fixed_mem" / "dataset")).to_list()
+    assert len(load_from_disk(str(tmp_path / "fixed" / "dataset"))) == 20 == fixed.stats.rows
+
+
+def test_a_cancelled_streamed_build_leaves_no_dataset(tmp_path: Path, samples):
+    from training_jobs.hsa.dataset import build_to_disk
+
+    with pytest.raises(BuildCancelled):
+        build_to_disk(samples[:20], Recipe(seed=1, variants_per_sample=2, progress_every=5), tmp_path / "c",
+                      cancel=lambda: True)
+    assert not (tmp_path / "c" / "dataset").exists()
+    assert not any(p.name.startswith(".") for p in (tmp_path / "c").iterdir())

@@ -203,6 +203,27 @@ def test_switch_id_types_sends_link_ids_as_digit_strings(tiny):
     value = out.tool_calls()[0].arguments["link_id"]
     assert value == str(sample.tool_calls()[0].arguments["link_id"])
     assert m.conversions
+    # a plain digit-string schema (no anyOf workaround): the validator accepts it for coercing parameters only
+    node = manifest.tool(out.tool_calls()[0].name).parameters["properties"]["link_id"]
+    assert {k: v for k, v in node.items() if k != "description"} == {"type": "string", "pattern": "^[0-9]+$"}
+    assert "anyOf" not in json.dumps(state)
+
+
+def test_switch_id_types_leaves_integer_parameters_that_do_not_coerce(tiny, monkeypatch):
+    from streams.bindings import BINDINGS, BindingParam
+    from training_jobs.hsa import operators as ops
+
+    sample = next(s for s in tiny if s.tool_calls() and "link_id" in s.tool_calls()[0].arguments)
+    binding = BINDINGS[sample.manifest.tool(sample.tool_calls()[0].name).binding]
+    strict = {**binding.params, "link_id": BindingParam("link_id", "integer", True, coerces_digit_strings=False)}
+    monkeypatch.setitem(BINDINGS, binding.id, type(binding)(binding.id, binding.description, binding.func, strict))
+    ops._string_id_schema_allowed.cache_clear()
+    try:
+        state, manifest, out, m = _run("switch_id_types", sample, 0, share=1.0)
+        assert out.tool_calls()[0].arguments == sample.tool_calls()[0].arguments
+        assert binding.id not in {t["binding"] for t in state["tools"] if t["name"] in m.conversions}
+    finally:
+        ops._string_id_schema_allowed.cache_clear()
 
 
 def test_optional_params_and_decoys_are_never_used_by_the_gold_call(scen):
@@ -337,3 +358,29 @@ def test_infer_intent():
 
 def test_demo_manifests_load():
     assert load_demo_manifest("skincare_v3").tool("get_product_details") is not None
+
+
+def test_memoised_before_reply_verdicts_equal_the_engine_hooks(tiny, scen):
+    """samples.before_reply_verdicts (language/tone memoised) is exactly hooks.run_before_reply, on gold replies
+    and on the failing first replies the correction operator writes, under augmented harnesses."""
+    from streams.engine import hooks as H
+    from training_jobs.hsa.samples import before_reply_verdicts
+
+    checked = 0
+    for i, sample in enumerate(scen + tiny):
+        for seed in range(3):
+            state = harness_state(sample.manifest)
+            rng = random.Random(seed * 100 + i)
+            for name in ("reword_hook_messages", "vary_hook_limits", "move_numeric_constraints"):
+                state, _ = operator(name).edit_harness(state, rng)
+            manifest = validate_state(state)
+            out = operator("synthesise_hook_correction").edit_sample(state, sample, rng, m=__import__(
+                "training_jobs.hsa.relabel", fromlist=["IDENTITY"]).IDENTITY)
+            results = [s.result for s in out.tool_calls()]
+            for reply in [s.reply for s in out.target if isinstance(s, Retry)] + [sample.reply]:
+                for _ in range(2):  # the second call is served from the memo
+                    a = before_reply_verdicts(manifest, H.ReplyState(reply, out.loaded_skills(), results))
+                    b = H.run_before_reply(manifest, H.ReplyState(reply, out.loaded_skills(), results))
+                    assert a == b
+                    checked += 1
+    assert checked > 50

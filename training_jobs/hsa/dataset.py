@@ -20,6 +20,13 @@ map, maybe adds a hook correction, re-checks the target where an operator touche
 (dropping and counting it when it no longer passes), and renders the prompt with ``render_prompt``. With
 ``harness_pool_size = P`` each base harness has P variants, each drawn from its own seeded stream and shared
 by the rows that pick it; ``0`` draws a fresh variant for every row.
+
+Labels: ``Recipe.label_mode='mechanical'`` (default) relabels the gold turn as above; ``'regenerate'`` has a
+teacher endpoint re-answer each row under its augmented harness through the turn engine and keeps only answers
+the judge passes (:mod:`training_jobs.hsa.regenerate`; statistics: ``regenerated``, ``rejected``,
+``reject_reasons``). Writing: :func:`write_dataset` stores a :class:`BuildResult`; :func:`build_to_disk` builds
+and writes in one pass (rows go to an Arrow file as they are made), so memory stays flat for any size;
+:func:`iter_build` / :func:`iter_fixed_harness` yield rows one at a time for other writers.
 """
 
 from __future__ import annotations
@@ -28,14 +35,14 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness_editor.render import estimate_tokens, render_comments, render_system_text, render_tools
+from harness_editor.render import estimate_tokens, render_comments, render_system_text, render_tools, room_lines
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
 from training_jobs.hsa import names as N
 from training_jobs.hsa.operators import (
@@ -47,6 +54,7 @@ from training_jobs.hsa.operators import (
     relabel_target,
     validate_state,
 )
+from training_jobs.hsa.regenerate import EndpointSpec, LabelMode, Regenerator, RegenerateSettings
 from training_jobs.hsa.relabel import IDENTITY, RenameMap
 from training_jobs.hsa.samples import Retry, Sample, target_json, target_messages, target_problems
 
@@ -111,6 +119,21 @@ class Recipe(BaseModel):
         128, ge=0, le=1_000_000, description="Harness variants per base harness, shared by the rows that draw "
         "them (each validated once); 0 = a fresh variant per row.")
     progress_every: int = Field(500, ge=1, description="Rows between progress/cancel callbacks.")
+    label_mode: LabelMode = Field(
+        "mechanical", description="How targets are kept right under an augmented harness: 'mechanical' (the "
+        "rename map relabels the gold turn) or 'regenerate' (a teacher endpoint re-answers through the turn "
+        "engine and a judge keeps only answers that pass; see training_jobs.hsa.regenerate).")
+    teacher: EndpointSpec | None = Field(None, description="The teacher endpoint (label_mode 'regenerate').")
+    judge: EndpointSpec | None = Field(None, description="An optional judge endpoint (pass/fail JSON verdicts) "
+                                       "on top of the rule checks (label_mode 'regenerate').")
+    regenerate: RegenerateSettings = Field(default_factory=RegenerateSettings,
+                                           description="Teacher sampling and judge strictness.")
+
+    @model_validator(mode="after")
+    def _teacher_for_regeneration(self) -> Recipe:
+        if self.label_mode == "regenerate" and self.teacher is None:
+            raise ValueError("label_mode 'regenerate' needs a teacher endpoint")
+        return self
 
     @field_validator("operators")
     @classmethod
@@ -133,17 +156,19 @@ class OperatorStats:
     applied: int = 0  # rows (kept or dropped) where the operator changed the harness or the sample
     dropped: int = 0  # of those, rows whose target failed the re-check (counted for re-check operators only)
     prompt_tokens: int = 0  # sum over kept rows where it applied
+    rejected: int = 0  # of those, rows whose regenerated answer the judge rejected (label_mode 'regenerate')
 
     @property
     def kept(self) -> int:
-        return self.applied - self.dropped
+        return self.applied - self.dropped - self.rejected
 
     @property
     def mean_prompt_tokens(self) -> float:
         return round(self.prompt_tokens / self.kept, 1) if self.kept else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"applied": self.applied, "dropped": self.dropped, "mean_prompt_tokens": self.mean_prompt_tokens}
+        return {"applied": self.applied, "dropped": self.dropped, "rejected": self.rejected,
+                "mean_prompt_tokens": self.mean_prompt_tokens}
 
 
 @dataclass
@@ -157,6 +182,11 @@ class BuildStats:
     prompt_tokens: int = 0
     seconds: float = 0.0
     operators: dict[str, OperatorStats] = field(default_factory=dict)
+    label_mode: str = "mechanical"
+    regenerated: int = 0  # rows whose target the teacher wrote and the judge kept
+    rejected: int = 0  # rows whose regenerated answer was rejected (not in the dataset)
+    reject_reasons: dict[str, int] = field(default_factory=dict)  # rejection code -> rows (a row may have several)
+    reject_examples: list[dict[str, Any]] = field(default_factory=list)  # the first few, with details
 
     @property
     def mean_prompt_tokens(self) -> float:
@@ -175,6 +205,7 @@ class BuildResult:
     stats: BuildStats
     recipe: Recipe | None
     harnesses: dict[str, Manifest] = field(default_factory=dict)  # by the rows' harness_hash
+    path: Path | None = None  # where build_to_disk wrote it (its rows are on disk, not in ``rows``)
 
 
 # --- harness variants ------------------------------------------------------------------------------------------------
@@ -233,20 +264,38 @@ class _Bases:
 # --- building --------------------------------------------------------------------------------------------------------
 
 
-def prompt_messages(manifest: Manifest, sample: Sample) -> list[dict[str, Any]]:
+def prompt_messages(manifest: Manifest, sample: Sample, *, room_lines: Sequence[str] | None = None
+                    ) -> list[dict[str, Any]]:
     """``render_prompt(manifest, room=sample.room, comments=sample.comments).messages``, built from the same
-    renderer's parts: render_prompt also deep-copies every tool schema on each call, which was a quarter of
-    the builder's time, and the builder keeps the (identical) tool list once per harness variant. A test
-    holds this equal to render_prompt."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": render_system_text(manifest, sample.room)}]
+    renderer's parts: render_prompt also copies every tool schema on each call, and the builder keeps the
+    (identical) tool list once per harness variant. ``room_lines``: ``render.room_lines(sample.room)`` when
+    the caller has them (the rows of one sample share them). A test holds this equal to render_prompt."""
+    system = render_system_text(manifest, sample.room, room_lines=room_lines)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     if sample.comments:
         messages.append({"role": "user", "content": render_comments(sample.comments)})
     return messages
 
 
+class _RoomLines:
+    """``room_lines`` per room object of the samples being built (samples treat their room as immutable)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, list[str]]] = {}
+
+    def get(self, room: Any) -> list[str]:
+        hit = self._by_id.get(id(room))
+        if hit is None or hit[0] is not room:
+            if len(self._by_id) >= 8192:
+                self._by_id.clear()
+            hit = self._by_id[id(room)] = (room, room_lines(room))
+        return hit[1]
+
+
 def _row(variant: HarnessVariant, sample: Sample, k: int, applied: Sequence[str],
-         verdicts: dict | None = None) -> tuple[dict[str, Any], int]:
-    prompt = prompt_messages(variant.manifest, sample)
+         verdicts: dict | None = None, rooms: _RoomLines | None = None) -> tuple[dict[str, Any], int]:
+    lines = rooms.get(sample.room) if rooms is not None and sample.room is not None else None
+    prompt = prompt_messages(variant.manifest, sample, room_lines=lines)
     # = RenderedPrompt.estimated_tokens(): message text + the tools' JSON
     tokens = estimate_tokens("".join(m["content"] for m in prompt)) + variant.tools_tokens
     messages = prompt + target_messages(variant.manifest, sample, skill_bodies=variant.skill_bodies,
@@ -287,22 +336,26 @@ def _seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") << 8
 
 
-def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallback | None = None,
-          cancel: CancelCallback | None = None) -> BuildResult:
-    """Augmented rows: ``recipe.variants_per_sample`` per sample (fewer where the re-check drops one)."""
-    t0 = time.perf_counter()
+@dataclass
+class _Candidate:
+    variant: HarnessVariant
+    sample: Sample
+    k: int
+    applied: list[str]
+    verdicts: dict
+
+
+def _candidates(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, *, recheck: bool
+                ) -> Iterator[_Candidate | None]:
+    """Every (sample, k) in order: the augmented row to make, or None where the re-check dropped it (counted
+    in ``stats``)."""
     ops = recipe.configured()
     harness_ops = [(op, p) for op, p in ops if op.harness is not None]
     sample_ops = [(op, p) for op, p in ops if op.sample is not None]
-    stats = BuildStats(kind="hsa", samples=len(samples), operators={op.name: OperatorStats() for op, _ in ops})
     bases = _Bases()
     pools: dict[str, list[HarnessVariant | None]] = {}
     pool_size = recipe.harness_pool_size
     k_per = recipe.variants_per_sample
-    total = len(samples) * k_per
-    rows: list[dict[str, Any]] = []
-    harnesses: dict[str, Manifest] = {}
-    done = 0
     for sample in samples:
         base, base_hash = bases.get(sample.manifest)
         sample_seed = _seed(f"{recipe.seed}:{recipe.names}:{sample.id}")
@@ -335,7 +388,7 @@ def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallba
             for name in applied:
                 stats.operators[name].applied += 1
             verdicts: dict = {}
-            problems = target_problems(variant.manifest, row_sample, verdicts=verdicts) if check else []
+            problems = target_problems(variant.manifest, row_sample, verdicts=verdicts) if check and recheck else []
             if problems:
                 stats.dropped += 1
                 for reason in {_drop_reason(p) for p in problems}:
@@ -343,47 +396,150 @@ def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallba
                 for name in applied:
                     if OPERATORS[name].touches_checks:
                         stats.operators[name].dropped += 1
+                yield None
             else:
-                row, tokens = _row(variant, row_sample, k, applied, verdicts)
-                rows.append(row)
-                harnesses.setdefault(variant.harness_hash, variant.manifest)
-                stats.prompt_tokens += tokens
-                for name in applied:
-                    stats.operators[name].prompt_tokens += tokens
+                yield _Candidate(variant, row_sample, k, applied, verdicts)
+
+
+def _kept(c: _Candidate, stats: BuildStats, harnesses: dict[str, Manifest], rooms: _RoomLines
+          ) -> dict[str, Any]:
+    row, tokens = _row(c.variant, c.sample, c.k, c.applied, c.verdicts, rooms)
+    harnesses.setdefault(c.variant.harness_hash, c.variant.manifest)
+    stats.prompt_tokens += tokens
+    for name in c.applied:
+        stats.operators[name].prompt_tokens += tokens
+    return row
+
+
+_REJECT_EXAMPLES = 20
+
+
+def _regenerated(candidates: Iterator[_Candidate | None], regen: Regenerator, stats: BuildStats
+                 ) -> Iterator[_Candidate | None]:
+    """Candidates with the teacher's judged answer as their target (None where rejected), in input order;
+    ``concurrency`` teacher turns in flight."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(c: _Candidate | None):
+        return None if c is None else regen.regenerate(c.variant.manifest, c.sample)
+
+    workers = regen.settings.concurrency
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        while True:
+            chunk = [c for _, c in zip(range(workers), candidates)]
+            if not chunk:
+                return
+            judged = list(pool.map(one, chunk)) if pool is not None else [one(c) for c in chunk]
+            for c, j in zip(chunk, judged):
+                if c is None or j is None:
+                    yield None  # dropped before regeneration (not with the default re-check off)
+                    continue
+                if j.passed:
+                    assert j.target is not None
+                    stats.regenerated += 1
+                    c.sample = c.sample.with_target(j.target)
+                    c.verdicts = {}
+                    yield c
+                    continue
+                stats.rejected += 1
+                for r in j.reasons:
+                    stats.reject_reasons[r] = stats.reject_reasons.get(r, 0) + 1
+                for name in c.applied:
+                    stats.operators[name].rejected += 1
+                if len(stats.reject_examples) < _REJECT_EXAMPLES:
+                    stats.reject_examples.append({"sample_id": c.sample.id, "variant": c.k, "reasons": j.reasons,
+                                                  "detail": j.detail[:4]})
+                yield None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def iter_build(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, harnesses: dict[str, Manifest], *,
+               progress: ProgressCallback | None = None, cancel: CancelCallback | None = None,
+               regenerator: Regenerator | None = None) -> Iterator[dict[str, Any]]:
+    """The augmented rows of :func:`build`, one at a time (for writers that keep memory flat): fills
+    ``stats`` and ``harnesses`` as it goes. In ``regenerate`` mode ``regenerator`` (default: one made from
+    the recipe's endpoints, closed at the end) answers every row, and progress/cancel run on every row."""
+    t0 = time.perf_counter()
+    regenerate = recipe.label_mode == "regenerate"
+    stats.label_mode = recipe.label_mode
+    for op, _ in recipe.configured():
+        stats.operators.setdefault(op.name, OperatorStats())
+    total = len(samples) * recipe.variants_per_sample
+    every = 1 if regenerate else recipe.progress_every
+    own = None
+    # regeneration answers under the new constraints itself: no mechanical re-check, the judge decides
+    candidates: Iterator[_Candidate | None] = _candidates(samples, recipe, stats, recheck=not regenerate)
+    if regenerate:
+        if regenerator is None:
+            assert recipe.teacher is not None
+            regenerator = own = Regenerator(recipe.teacher, recipe.judge, recipe.regenerate)
+        candidates = _regenerated(candidates, regenerator, stats)
+    done = 0
+    rooms = _RoomLines()
+    try:
+        for c in candidates:
+            if c is not None:
+                stats.rows += 1
+                yield _kept(c, stats, harnesses, rooms)
             done += 1
-            _tick(done, total, recipe.progress_every, progress, cancel)
-    stats.rows = len(rows)
-    stats.seconds = round(time.perf_counter() - t0, 3)
+            _tick(done, total, every, progress, cancel)
+    finally:
+        if own is not None:
+            own.close()
+        stats.seconds = round(stats.seconds + time.perf_counter() - t0, 3)
     if progress is not None:
         progress(total, total)
+
+
+def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallback | None = None,
+          cancel: CancelCallback | None = None, regenerator: Regenerator | None = None) -> BuildResult:
+    """Augmented rows: ``recipe.variants_per_sample`` per sample (fewer where the re-check drops one, or, with
+    ``label_mode='regenerate'``, where the judge rejects the teacher's answer)."""
+    stats = BuildStats(kind="hsa", samples=len(samples))
+    harnesses: dict[str, Manifest] = {}
+    rows = list(iter_build(samples, recipe, stats, harnesses, progress=progress, cancel=cancel,
+                           regenerator=regenerator))
     return BuildResult(rows, stats, recipe, harnesses)
+
+
+def iter_fixed_harness(samples: Sequence[Sample], stats: BuildStats, harnesses: dict[str, Manifest], *,
+                       progress: ProgressCallback | None = None, cancel: CancelCallback | None = None,
+                       progress_every: int = 500) -> Iterator[dict[str, Any]]:
+    """The rows of :func:`build_fixed_harness`, one at a time (fills ``stats`` and ``harnesses``)."""
+    t0 = time.perf_counter()
+    variants: dict[int, tuple[Manifest, HarnessVariant]] = {}
+    rooms = _RoomLines()
+    total = len(samples)
+    try:
+        for i, sample in enumerate(samples, 1):
+            hit = variants.get(id(sample.manifest))
+            if hit is None or hit[0] is not sample.manifest:
+                hit = (sample.manifest, HarnessVariant.of(harness_state(sample.manifest), sample.manifest, IDENTITY,
+                                                          (), False))
+                variants[id(sample.manifest)] = hit
+                stats.harness_variants += 1
+            row, tokens = _row(hit[1], sample, 0, (), None, rooms)
+            harnesses.setdefault(hit[1].harness_hash, sample.manifest)
+            stats.prompt_tokens += tokens
+            stats.rows += 1
+            yield row
+            _tick(i, total, progress_every, progress, cancel)
+    finally:
+        stats.seconds = round(stats.seconds + time.perf_counter() - t0, 3)
+    if progress is not None:
+        progress(total, total)
 
 
 def build_fixed_harness(samples: Sequence[Sample], *, progress: ProgressCallback | None = None,
                         cancel: CancelCallback | None = None, progress_every: int = 500) -> BuildResult:
     """The baseline: one row per sample under its own (base) harness, no augmentation."""
-    t0 = time.perf_counter()
     stats = BuildStats(kind="fixed_harness", samples=len(samples))
-    variants: dict[int, tuple[Manifest, HarnessVariant]] = {}
-    rows: list[dict[str, Any]] = []
     harnesses: dict[str, Manifest] = {}
-    total = len(samples)
-    for i, sample in enumerate(samples, 1):
-        hit = variants.get(id(sample.manifest))
-        if hit is None or hit[0] is not sample.manifest:
-            hit = (sample.manifest, HarnessVariant.of(harness_state(sample.manifest), sample.manifest, IDENTITY,
-                                                      (), False))
-            variants[id(sample.manifest)] = hit
-            stats.harness_variants += 1
-        row, tokens = _row(hit[1], sample, 0, ())
-        rows.append(row)
-        harnesses.setdefault(hit[1].harness_hash, sample.manifest)
-        stats.prompt_tokens += tokens
-        _tick(i, total, progress_every, progress, cancel)
-    stats.rows = len(rows)
-    stats.seconds = round(time.perf_counter() - t0, 3)
-    if progress is not None:
-        progress(total, total)
+    rows = list(iter_fixed_harness(samples, stats, harnesses, progress=progress, cancel=cancel,
+                                   progress_every=progress_every))
     return BuildResult(rows, stats, None, harnesses)
 
 
@@ -412,21 +568,101 @@ def heldout_leaks(rows: Iterable[dict[str, Any]]) -> list[str]:
 # --- writing ----------------------------------------------------------------------------------------------------------
 
 
+def row_features() -> Any:
+    """The ``datasets`` features of a row (what ``Dataset.from_list`` infers from augmented rows), fixed so a
+    streamed write has one schema from its first row on."""
+    from datasets import Features, List, Value
+
+    call = {"id": Value("string"), "type": Value("string"),
+            "function": {"name": Value("string"), "arguments": Value("string")}}
+    message = {"role": Value("string"), "content": Value("string"), "tool_calls": List(call),
+               "tool_call_id": Value("string"), "name": Value("string")}
+    return Features({"messages": List(message), "tools": Value("string"), "sample_id": Value("string"),
+                     "variant": Value("int64"), "operators": List(Value("string")),
+                     "harness_hash": Value("string"), "source": Value("string")})
+
+
+def write_rows(rows: Iterable[dict[str, Any]], dataset_dir: str | Path, *, batch_rows: int = 1000) -> int:
+    """Write rows as they come (an Arrow file, ``batch_rows`` rows buffered at a time), then store them with
+    ``Dataset.save_to_disk`` at ``dataset_dir`` (memory-mapped: memory stays flat however many rows).
+    Returns the number of rows."""
+    import shutil
+
+    from datasets import Dataset
+    from datasets.arrow_writer import ArrowWriter
+
+    target = Path(dataset_dir)
+    parts = target.parent / f".{target.name}.parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True)
+    features = row_features()
+    try:
+        path = parts / "rows.arrow"
+        writer = ArrowWriter(features=features, path=str(path), writer_batch_size=batch_rows)
+        try:
+            for row in rows:
+                writer.write(row)
+            n, _ = writer.finalize()
+        finally:
+            writer.close()
+        ds = (Dataset.from_file(str(path)) if n
+              else Dataset.from_dict({k: [] for k in features}, features=features))
+        if target.exists():
+            shutil.rmtree(target)
+        ds.save_to_disk(str(target))
+        del ds
+    finally:
+        shutil.rmtree(parts, ignore_errors=True)
+    return n
+
+
+def _write_beside(out: Path, recipe: Recipe | None, stats: BuildStats, harnesses: dict[str, Manifest]) -> None:
+    data = recipe.model_dump(mode="json") if recipe is not None else {"kind": "fixed_harness"}
+    (out / "recipe.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "stats.json").write_text(json.dumps(stats.to_dict(), indent=2) + "\n", encoding="utf-8")
+    with (out / "harnesses.jsonl").open("w", encoding="utf-8") as f:
+        for digest, manifest in harnesses.items():
+            f.write(f'{{"harness_hash": "{digest}", "manifest": {manifest_to_json(manifest)}}}\n')
+
+
 def write_dataset(result: BuildResult, out_dir: str | Path) -> Path:
     """``out_dir/dataset`` (``datasets.Dataset.save_to_disk``), ``out_dir/recipe.json``, ``out_dir/stats.json``
-    and ``out_dir/harnesses.jsonl`` (every harness state a row was rendered under, by ``harness_hash``)."""
-    from datasets import Dataset
+    and ``out_dir/harnesses.jsonl`` (every harness state a row was rendered under, by ``harness_hash``).
+    ``result.rows`` may be any iterable (written as it is consumed; see :func:`build_to_disk`)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_rows(result.rows, out / "dataset")
+    _write_beside(out, result.recipe, result.stats, result.harnesses)
+    return out
+
+
+def build_to_disk(samples: Sequence[Sample], recipe: Recipe | None, out_dir: str | Path, *,
+                  progress: ProgressCallback | None = None, cancel: CancelCallback | None = None,
+                  progress_every: int = 500, regenerator: Regenerator | None = None) -> BuildResult:
+    """:func:`build` (or, with ``recipe=None``, :func:`build_fixed_harness`) straight into
+    :func:`write_dataset`'s layout, rows written as they are made: memory stays flat for any number of rows.
+    Returns the statistics and harnesses with ``rows=[]`` and ``path`` set. A cancelled or failed build
+    leaves no ``dataset`` folder behind."""
+    import shutil
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    Dataset.from_list(result.rows).save_to_disk(str(out / "dataset"))
-    recipe = result.recipe.model_dump(mode="json") if result.recipe is not None else {"kind": "fixed_harness"}
-    (out / "recipe.json").write_text(json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "stats.json").write_text(json.dumps(result.stats.to_dict(), indent=2) + "\n", encoding="utf-8")
-    with (out / "harnesses.jsonl").open("w", encoding="utf-8") as f:
-        for digest, manifest in result.harnesses.items():
-            f.write(f'{{"harness_hash": "{digest}", "manifest": {manifest_to_json(manifest)}}}\n')
-    return out
+    harnesses: dict[str, Manifest] = {}
+    if recipe is None:
+        stats = BuildStats(kind="fixed_harness", samples=len(samples))
+        rows = iter_fixed_harness(samples, stats, harnesses, progress=progress, cancel=cancel,
+                                  progress_every=progress_every)
+    else:
+        stats = BuildStats(kind="hsa", samples=len(samples))
+        rows = iter_build(samples, recipe, stats, harnesses, progress=progress, cancel=cancel,
+                          regenerator=regenerator)
+    try:
+        write_rows(rows, out / "dataset")
+    except BaseException:
+        shutil.rmtree(out / "dataset", ignore_errors=True)
+        raise
+    _write_beside(out, recipe, stats, harnesses)
+    return BuildResult([], stats, recipe, harnesses, path=out)
 
 
 def sample_json(sample: Sample) -> dict[str, Any]:

@@ -609,15 +609,22 @@ def _wrap_tool_arguments(state, rng, pool, s):
     return {**state, "tools": tools}, RenameMap(paths=paths)
 
 
+DIGIT_STRING_SCHEMA: Mapping[str, Any] = {"type": "string", "pattern": "^[0-9]+$"}
+
+
 @lru_cache(maxsize=None)
 def _string_id_schema_allowed(binding_id: str, impl_param: str) -> bool:
-    """Does the manifest validator accept a plain ``type: string`` parameter for this integer binding
-    parameter? Asked of ``parse_manifest`` itself, so this follows the validator if it learns coercion."""
+    """Does the manifest validator accept a plain digit-string parameter (:data:`DIGIT_STRING_SCHEMA`) for this
+    integer binding parameter? True only where the binding declares it coerces digit strings
+    (``BindingParam.coerces_digit_strings``); asked of ``parse_manifest`` itself, so the operator never emits
+    a schema the validator would refuse."""
+    if not BINDINGS[binding_id].params[impl_param].coerces_digit_strings:
+        return False
     probe = {
         "name": "probe", "skills": [{"id": "s", "kind": "reply", "description": "d", "body": "b"}],
         "tools": [{"name": "t", "description": "d", "binding": binding_id,
                    "parameters": {"type": "object", "properties": {
-                       p.name: ({"type": "string"} if p.name == impl_param else {"type": p.json_type})
+                       p.name: (dict(DIGIT_STRING_SCHEMA) if p.name == impl_param else {"type": p.json_type})
                        for p in BINDINGS[binding_id].params.values()}},
                    "argument_map": {p.name: p.name for p in BINDINGS[binding_id].params.values()}}],
         "prompt": {"blocks": [{"id": "p", "role": "persona", "title": "P"}]}, "constraints": {},
@@ -629,14 +636,9 @@ def _string_id_schema_allowed(binding_id: str, impl_param: str) -> bool:
     return True
 
 
-def _string_id_node(node: Mapping[str, Any], binding_id: str, impl_param: str) -> dict[str, Any]:
+def _string_id_node(node: Mapping[str, Any]) -> dict[str, Any]:
     desc = str(node.get("description") or "The id").rstrip(".") + ", as a string of digits."
-    string = {"type": "string", "pattern": "^[0-9]+$"}
-    if _string_id_schema_allowed(binding_id, impl_param):
-        return {**string, "description": desc}
-    # Today's validator wants integer-typed schemas for integer bindings; a union that leads with the string
-    # form is accepted (the binding coerces digit strings itself) and the gold call uses the string.
-    return {"anyOf": [string, {"type": "integer"}], "description": desc}
+    return {**DIGIT_STRING_SCHEMA, "description": desc}
 
 
 def _get_node(schema: Mapping[str, Any], dotted: str) -> Mapping[str, Any] | None:
@@ -656,7 +658,8 @@ def _set_node(schema: dict[str, Any], dotted: str, new: dict[str, Any]) -> dict[
 
 
 def _switch_id_types(state, rng, pool, s):
-    """Integer ids (link ids) travel as digit strings: allowed because the binding coerces them."""
+    """Integer ids (link ids) travel as digit strings (a plain ``type: string`` schema with a digits-only
+    pattern), only for the binding parameters that declare they coerce digit strings."""
     eligible = []
     for t in state["tools"]:
         if _is_decoy(t):
@@ -664,7 +667,8 @@ def _switch_id_types(state, rng, pool, s):
         params = BINDINGS[t["binding"]].params
         for impl, path in t["argument_map"].items():
             node = _get_node(t["parameters"], path)
-            if params[impl].json_type == "integer" and node is not None and node.get("type") == "integer":
+            if (params[impl].json_type == "integer" and node is not None and node.get("type") == "integer"
+                    and _string_id_schema_allowed(t["binding"], impl)):
                 eligible.append((t["name"], impl, path))
     if not eligible:
         return state, IDENTITY
@@ -682,7 +686,7 @@ def _switch_id_types(state, rng, pool, s):
         for impl, path in by_tool[t["name"]]:
             node = _get_node(params, path)
             assert node is not None
-            params = _set_node(params, path, _string_id_node(node, t["binding"], impl))
+            params = _set_node(params, path, _string_id_node(node))
             conversions.setdefault(t["name"], {})[path] = TO_STRING
         tools.append({**t, "parameters": params})
     return {**state, "tools": tools}, RenameMap(conversions=conversions)

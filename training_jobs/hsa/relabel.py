@@ -12,8 +12,8 @@ Arguments are addressed by dotted leaf paths ("link_id", "args.link_id"), the sa
 
 :func:`implementation_arguments` is the independent check: it reads a call's arguments through the tool's
 ``argument_map`` exactly like :func:`streams.reference_policy.call_tool`, and coerces them as the binding does
-(bindings accept integer-looking strings for integer parameters), so a relabelled call can be shown to reach the
-same binding with the same implementation arguments.
+(integer parameters that declare ``coerces_digit_strings`` accept integer-looking strings), so a relabelled call
+can be shown to reach the same binding with the same implementation arguments.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from harness_editor.schemas import Manifest, Tool
-from streams.bindings import BINDINGS
+from streams.bindings import BINDINGS, BindingParam
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -187,10 +187,10 @@ def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[
 # --- the independent check -----------------------------------------------------------------------------------
 
 
-def _coerce(json_type: str, value: Any) -> Any:
-    """What the binding makes of a value: integer parameters accept integer-looking strings
-    (``streams.bindings._as_int``)."""
-    if json_type == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+def _coerce(param: BindingParam, value: Any) -> Any:
+    """What the binding makes of a value: integer parameters that declare ``coerces_digit_strings`` accept
+    integer-looking strings (``streams.bindings._as_int``); every other value reaches the binding as it is."""
+    if param.coerces_digit_strings and isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value.strip())
     return value
 
@@ -203,7 +203,7 @@ def implementation_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[s
     for impl_name, path in tool.argument_map.items():
         found, value = get_path(arguments, path)
         if found:
-            out[impl_name] = _coerce(params[impl_name].json_type, value)
+            out[impl_name] = _coerce(params[impl_name], value)
     return out
 
 

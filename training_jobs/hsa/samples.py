@@ -218,16 +218,18 @@ def infer_intent(text: str, persona_kind: str) -> str | None:
     return None
 
 
-def scenario_samples(manifest_names: Sequence[str] = ("skincare_v1", "skincare_v2", "skincare_v3"),
+def scenario_samples(manifest_names: Sequence[str | tuple[str, Manifest]] = ("skincare_v1", "skincare_v2",
+                                                                          "skincare_v3"),
                      scenario_paths: Iterable[Path] | None = None, *, step_minutes: float = 1.0) -> list[Sample]:
     """Gold samples for every comment of the demo scenarios, under each named demo manifest: the reference
     policy answers each comment with the intent its words ask for. Comments it cannot answer (no intent, no
-    product, no fitting skill or tool) and gold turns the harness itself would reject are skipped."""
+    product, no fitting skill or tool) and gold turns the harness itself would reject are skipped.
+    An entry of ``manifest_names`` may also be a ``(name, manifest)`` pair (e.g. an approved harness version)."""
     from streams.scenarios import demo_scenario_paths, load_scenario
     from streams.simulator import ScenarioRun
 
     paths = list(scenario_paths) if scenario_paths is not None else demo_scenario_paths()
-    manifests = [(name, load_demo_manifest(name)) for name in manifest_names]
+    manifests = [(m, load_demo_manifest(m)) if isinstance(m, str) else (m[0], m[1]) for m in manifest_names]
     out: list[Sample] = []
     for path in paths:
         scenario = load_scenario(path)
@@ -270,13 +272,70 @@ def _reply_format_problems(manifest: Manifest, text: str) -> list[str]:
     problems: list[str] = []
     formats = [h for h in manifest.hooks if h.enabled and h.kind == "reply_format"]
     if not formats:
-        return H.format_problems(text, c, speakable=c.speakable)
+        return _format_problems(text, c, c.speakable, None)
     for h in formats:
-        problems += H.format_problems(text, c, speakable=h.speakable or c.speakable, max_sentences=h.max_sentences)
+        problems += _format_problems(text, c, h.speakable or c.speakable, h.max_sentences)
     return problems
 
 
+_FORMAT: dict[tuple[Any, ...], list[str]] = {}
+
+
+def _format_problems(text: str, c: Any, speakable: bool, max_sentences: int | None) -> list[str]:
+    """``hooks.format_problems``, memoised on what it reads (the final reply is shared by every augmented row
+    of a sample)."""
+    key = (text, c.reply_min_chars, c.reply_max_chars, speakable, max_sentences)
+    hit = _FORMAT.get(key)
+    if hit is None:
+        if len(_FORMAT) >= _LANG_TONE_MAX:
+            _FORMAT.clear()
+        hit = _FORMAT[key] = H.format_problems(text, c, speakable=speakable, max_sentences=max_sentences)
+    return list(hit)
+
+
 Verdicts = dict[str, list[H.Verdict]]  # failing verdicts by retried reply, for one (manifest, sample)
+
+# The language and tone checks are the costly before-reply hooks (per-character loops) and depend only on the
+# reply, the constraints they read and (tone) the words of the turn's tool results, not on the harness variant:
+# many augmented rows of one sample share them.
+_LANG_TONE: dict[tuple[Any, ...], H.Verdict] = {}
+_LANG_TONE_MAX = 65_536
+
+
+def _memo(key: tuple[Any, ...], compute: Any) -> H.Verdict:
+    hit = _LANG_TONE.get(key)
+    if hit is None:
+        if len(_LANG_TONE) >= _LANG_TONE_MAX:
+            _LANG_TONE.clear()
+        hit = _LANG_TONE[key] = compute()
+    return hit
+
+
+def before_reply_verdicts(manifest: Manifest, state: H.ReplyState) -> list[H.Verdict]:
+    """Exactly ``hooks.run_before_reply(manifest, state)`` (same hooks, same order, same verdicts; a test
+    holds them equal), with the language and tone verdicts memoised on what they read."""
+    verdicts: list[H.Verdict] = []
+    has_format = False
+    c = manifest.constraints
+    for h in manifest.hooks:
+        if not h.enabled:
+            continue
+        kind = h.kind
+        if kind == "reply_skill_loaded":
+            verdicts.append(H.check_reply_skill_loaded(h, manifest, state))
+        elif kind == "reply_format":
+            has_format = True
+            verdicts.append(H.check_reply_format(h, c, state))
+        elif kind == "banned_phrases":
+            verdicts.append(H.check_banned_phrases(h, state))
+        elif kind == "factual_risk":
+            verdicts.append(H.check_factual_risk(h, state))
+    if not has_format:
+        verdicts.append(H.check_constraints(c, state))
+    verdicts.append(_memo(("language", state.reply, c.language), lambda: H.check_language(c, state)))
+    verdicts.append(_memo(("tone", state.reply, c.language, c.tone, state.result_words()),
+                          lambda: H.check_tone(c, state)))
+    return verdicts
 
 
 def retry_verdicts(manifest: Manifest, sample: Sample, reply: str, cache: Verdicts | None = None
@@ -287,7 +346,7 @@ def retry_verdicts(manifest: Manifest, sample: Sample, reply: str, cache: Verdic
         return cache[reply]
     results = [s.result for s in sample.target if isinstance(s, ToolCall)]
     state = H.ReplyState(reply, sample.loaded_skills(), results)
-    failed = [v for v in H.run_before_reply(manifest, state) if not v.passed]
+    failed = [v for v in before_reply_verdicts(manifest, state) if not v.passed]
     if cache is not None:
         cache[reply] = failed
     return failed

@@ -1,0 +1,274 @@
+"""A frozen copy of harness_editor/render.py as of commit 0c4f409 (before the cached renderer): the reference the
+property test in test_render_equivalence.py holds the optimised renderer to, byte for byte. Do not edit."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from harness_editor.schemas import LOAD_SKILL_TOOL, InteractionConstraints, Manifest
+from streams.bindings import active_flash_sale, coupon_active
+
+LOAD_SKILL_INSTRUCTION = (
+    "Call load_skill(skill_id) to read a skill's instructions. Load at least one reply skill before you write "
+    "your final reply."
+)
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """What goes to the model endpoint: ``messages`` and ``tools`` in OpenAI chat format."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    system_text: str
+
+    def estimated_tokens(self) -> int:
+        """Rough size of the whole request (messages + tool schemas); see :func:`estimate_tokens`."""
+        text = "".join(str(m.get("content") or "") for m in self.messages)
+        return estimate_tokens(text) + estimate_tokens(json.dumps(self.tools, ensure_ascii=False))
+
+
+@dataclass(frozen=True)
+class _Section:
+    role: str
+    title: str
+    content: str
+    items: tuple[str, ...]
+
+
+# --- generated content ---------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> str:
+    """12.0 → "12", 24.9 → "24.9": how a person says a price, stable across runs."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return str(int(value))
+        return f"{value:.6f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def skills_index_lines(m: Manifest) -> list[str]:
+    return [f"{s.id} ({s.kind}) — {s.description}" for s in m.skills]
+
+
+def room_lines(room: dict[str, Any]) -> list[str]:
+    """The live room as short factual lines (a snapshot; tools are the source of truth)."""
+    cur = str(room.get("currency") or "")
+    products = {p.get("link_id"): p for p in room.get("products") or []}
+    lines: list[str] = []
+    campaign = room.get("campaign") or {}
+    head = f"Minute {_num(room.get('clock_minute', 0))} of the show"
+    if campaign.get("phase"):
+        head += f"; campaign phase: {campaign['phase']}"
+    lines.append(head + ".")
+    sale = active_flash_sale(room)
+    if sale:
+        title = (products.get(sale.get("link_id")) or {}).get("title", "")
+        name = f"link {_num(sale.get('link_id'))} {title}".rstrip()
+        lines.append(
+            f"Flash sale: {name} at {cur}{_num(sale.get('price'))} until minute {_num(sale.get('ends_at_minute'))}."
+        )
+    for p in room.get("products") or []:
+        lines.append(
+            f"Link {_num(p.get('link_id'))}: {p.get('title', '')} — price {cur}{_num(p.get('price'))}, "
+            f"list price {cur}{_num(p.get('list_price'))}, stock {_num(p.get('stock'))}."
+        )
+    for c in room.get("coupons") or []:
+        if coupon_active(room, c):
+            lines.append(
+                f"Coupon {c.get('code')}: {cur}{_num(c.get('discount'))} off orders from "
+                f"{cur}{_num(c.get('min_spend'))}, until minute {_num(c.get('expires_at_minute'))}, "
+                f"{_num(c.get('remaining'))} left."
+            )
+    pinned = room.get("pinned")
+    if pinned:
+        lines.append(f"Pinned on screen: link {_num(pinned.get('link_id'))} {pinned.get('title', '')}".rstrip() + ".")
+    return lines
+
+
+def constraint_lines(c: InteractionConstraints) -> list[str]:
+    lines = [f"Reply length: {c.reply_min_chars} to {c.reply_max_chars} characters.", f"Language: {c.language}."]
+    if c.tone.strip():
+        lines.append(f"Tone: {c.tone.strip()}.")
+    if c.speakable:
+        lines.append("Speakable text only: no markdown, lists, links or emoji; the reply is read aloud.")
+    else:
+        lines.append("The reply is shown as text; light formatting is allowed.")
+    lines.append(f"Use at most {c.max_tool_rounds} rounds of tool calls per reply.")
+    return lines
+
+
+def _sections(m: Manifest, room: dict[str, Any] | None) -> list[_Section]:
+    sections: list[_Section] = []
+    done: set[str] = set()
+    for b in m.prompt.blocks:
+        content, items = b.content, list(b.items)
+        if b.role not in done:
+            if b.role == "skills_index":
+                content = f"{content.rstrip()}\n{LOAD_SKILL_INSTRUCTION}" if content.strip() else LOAD_SKILL_INSTRUCTION
+                items += skills_index_lines(m)
+                done.add(b.role)
+            elif b.role == "room_context" and room is not None:
+                items += room_lines(room)
+                done.add(b.role)
+            elif b.role == "output_format":
+                items += constraint_lines(m.constraints)
+                done.add(b.role)
+        sections.append(_Section(b.role, b.title, content.strip("\n"), tuple(items)))
+    if "skills_index" not in done:
+        sections.append(_Section("skills_index", "Skills", LOAD_SKILL_INSTRUCTION, tuple(skills_index_lines(m))))
+    if "output_format" not in done:
+        sections.append(_Section("output_format", "Output format", "", tuple(constraint_lines(m.constraints))))
+    return sections
+
+
+# --- layouts ---------------------------------------------------------------------------------------------
+
+
+def _markdown(sections: list[_Section]) -> str:
+    out = []
+    for s in sections:
+        parts = [f"## {s.title}"]
+        if s.content:
+            parts.append(s.content)
+        if s.items:
+            parts.append("\n".join("- " + item.replace("\n", "\n  ") for item in s.items))
+        out.append("\n".join(parts))
+    return "\n\n".join(out)
+
+
+def _xml(sections: list[_Section]) -> str:
+    out = []
+    for s in sections:
+        parts = [f"<{s.role} title={quoteattr(s.title)}>"]
+        if s.content:
+            parts.append(escape(s.content))
+        parts.extend(f"<item>{escape(item)}</item>" for item in s.items)
+        parts.append(f"</{s.role}>")
+        out.append("\n".join(parts))
+    return "\n".join(out)
+
+
+def _json(sections: list[_Section]) -> str:
+    obj: dict[str, Any] = {}
+    for s in sections:
+        key, n = s.title, 2
+        while key in obj:  # titles need not be unique; keys must be
+            key, n = f"{s.title} ({n})", n + 1
+        obj[key] = {"content": s.content, "items": list(s.items)} if s.items else s.content
+    return json.dumps(obj, ensure_ascii=False, indent=2)
+
+
+def _plain(sections: list[_Section]) -> str:
+    out = []
+    for s in sections:
+        parts = [f"{s.title.upper()}:"]
+        if s.content:
+            parts.append(s.content)
+        parts.extend(f"{i}. {item}" for i, item in enumerate(s.items, 1))
+        out.append("\n".join(parts))
+    return "\n\n".join(out)
+
+
+_LAYOUTS = {"markdown": _markdown, "xml": _xml, "json": _json, "plain": _plain}
+
+
+def render_system_text(m: Manifest, room: dict[str, Any] | None = None) -> str:
+    return _LAYOUTS[m.prompt.layout](_sections(m, room))
+
+
+# --- messages and tools -----------------------------------------------------------------------------------
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(str(value).splitlines()).strip()
+
+
+def render_comments(comments: Sequence[dict[str, Any]]) -> str:
+    """``[viewer] text`` per line. Line breaks are flattened and brackets in names replaced, so a comment
+    cannot forge a line from another viewer."""
+    lines = []
+    for c in comments:
+        viewer = _one_line(c.get("viewer") or "viewer").replace("[", "(").replace("]", ")")
+        lines.append(f"[{viewer}] {_one_line(c.get('text') or '')}".rstrip())
+    return "\n".join(lines)
+
+
+def load_skill_tool(m: Manifest) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": LOAD_SKILL_TOOL,
+            "description": "Load the full instructions of one skill listed in the system prompt.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "skill_id": {
+                        "type": "string",
+                        "enum": [s.id for s in m.skills],
+                        "description": "Id of the skill to load.",
+                    }
+                },
+                "required": ["skill_id"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def render_tools(m: Manifest) -> list[dict[str, Any]]:
+    """Manifest tools in order (schemas copied, so callers may mutate them), then load_skill."""
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": copy.deepcopy(t.parameters)},
+        }
+        for t in m.tools
+    ]
+    tools.append(load_skill_tool(m))
+    return tools
+
+
+def render_prompt(
+    manifest: Manifest,
+    *,
+    room: dict[str, Any] | None = None,
+    comments: Sequence[dict[str, Any]] = (),
+    history: Sequence[dict[str, Any]] = (),
+) -> RenderedPrompt:
+    """System message, then ``history`` as given (shallow copies), then one user message with the comments
+    (omitted when there are none)."""
+    system_text = render_system_text(manifest, room)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_text}]
+    messages.extend(dict(h) for h in history)
+    if comments:
+        messages.append({"role": "user", "content": render_comments(comments)})
+    return RenderedPrompt(messages=messages, tools=render_tools(manifest), system_text=system_text)
+
+
+def render_skill_body(manifest: Manifest, skill_id: str) -> str | None:
+    """What load_skill(skill_id) returns to the model; None for an unknown id."""
+    skill = manifest.skill(skill_id)
+    if skill is None:
+        return None
+    text = skill.body.strip("\n")
+    if skill.allowed_tools:
+        text += f"\n\nTools for this skill: {', '.join(skill.allowed_tools)}."
+    return text
+
+
+def estimate_tokens(text: str) -> int:
+    """An estimate, not a tokenizer: ~4 ASCII characters per token, 1 token per other character (CJK,
+    emoji). Deterministic and O(n); good for budgets and UI hints, not for billing or truncation."""
+    n_ascii = len(text.encode("ascii", "ignore"))
+    return -(-n_ascii // 4) + (len(text) - n_ascii)

@@ -1,0 +1,131 @@
+"""Typed inputs of the dataset jobs: where the canonical samples come from (:class:`Sources`), and how a recipe
+or a source selection is validated into located errors (``operators[2].probability``).
+
+The recipe itself is :class:`training_jobs.hsa.dataset.Recipe`. Plain pydantic, no ORM: the console's services,
+the API and ``manage.py build_hsa_dataset`` all use these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness_editor.schemas import Manifest, pydantic_errors
+from training_jobs.hsa.dataset import Recipe
+from training_jobs.hsa.samples import DEMO_MANIFESTS, Sample, scenario_samples, tiny_model_samples
+
+VERSION_REF_RE = r"^[-a-zA-Z0-9_]+@\d+$"
+
+
+def demo_scenarios() -> dict[str, Any]:
+    """The demo scenario files by id (file stem): ``{id: Path}``."""
+    from streams.scenarios import demo_scenario_paths
+
+    return {p.stem: p for p in demo_scenario_paths()}
+
+
+class Sources(BaseModel):
+    """Which gold turns become canonical samples.
+
+    - every comment of the selected demo *scenarios*, answered by the reference policy under each selected demo
+      manifest and each selected approved harness version (``slug@number``);
+    - ``tiny_gold`` samples from the tiny model's seeded gold generator (the ``tiny_room`` harness).
+
+    ``max_samples`` keeps an evenly spaced subset (deterministic), for quick datasets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scenarios: list[str] = Field(default_factory=lambda: sorted(demo_scenarios()),
+                                 description="Demo scenario ids (streams/scenarios/*.yaml); [] = none.")
+    demo_manifests: list[str] = Field(default_factory=lambda: ["skincare_v1", "skincare_v2", "skincare_v3"],
+                                      description=f"Demo manifests the scenarios are answered under: "
+                                                  f"{', '.join(DEMO_MANIFESTS)}.")
+    versions: list[str] = Field(default_factory=list, description="Approved harness versions ('slug@number') "
+                                "the scenarios are also answered under.")
+    tiny_gold: int = Field(0, ge=0, le=1_000_000, description="Samples from the tiny model's gold generator.")
+    tiny_gold_seed: int = Field(0, ge=0, description="Seed of the tiny gold generator.")
+    max_samples: int | None = Field(None, ge=1, description="Keep at most this many samples (evenly spaced).")
+
+    @field_validator("scenarios")
+    @classmethod
+    def _known_scenarios(cls, v: list[str]) -> list[str]:
+        known = demo_scenarios()
+        unknown = [s for s in v if s not in known]
+        if unknown:
+            raise ValueError(f"unknown scenarios {unknown}; known: {', '.join(sorted(known))}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("demo_manifests")
+    @classmethod
+    def _known_manifests(cls, v: list[str]) -> list[str]:
+        unknown = [m for m in v if m not in DEMO_MANIFESTS]
+        if unknown:
+            raise ValueError(f"unknown demo manifests {unknown}; known: {', '.join(DEMO_MANIFESTS)}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("versions")
+    @classmethod
+    def _version_refs(cls, v: list[str]) -> list[str]:
+        import re
+
+        bad = [r for r in v if not re.match(VERSION_REF_RE, r)]
+        if bad:
+            raise ValueError(f"write versions as 'slug@number', not {bad}")
+        return list(dict.fromkeys(v))
+
+    @model_validator(mode="after")
+    def _something(self) -> Sources:
+        scenario_part = self.scenarios and (self.demo_manifests or self.versions)
+        if not scenario_part and not self.tiny_gold:
+            raise ValueError("no samples: pick scenarios and a harness to answer them under, or tiny gold samples")
+        return self
+
+    def collect(self, versions: Mapping[str, Manifest] | None = None) -> list[Sample]:
+        """The canonical samples, in a fixed order. ``versions``: the manifest of each ``versions`` entry."""
+        versions = versions or {}
+        samples: list[Sample] = []
+        harnesses: list[str | tuple[str, Manifest]] = [*self.demo_manifests]
+        harnesses += [(ref, versions[ref]) for ref in self.versions]
+        if self.scenarios and harnesses:
+            paths = demo_scenarios()
+            samples += scenario_samples(harnesses, [paths[s] for s in self.scenarios])
+        if self.tiny_gold:
+            samples += tiny_model_samples(self.tiny_gold, seed=self.tiny_gold_seed)
+        if self.max_samples and len(samples) > self.max_samples:
+            step = len(samples) / self.max_samples
+            samples = [samples[math.floor(i * step)] for i in range(self.max_samples)]
+        return samples
+
+
+def located_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, str]]:
+    """Pydantic's errors as ``[{"path", "message"}]`` with ``prefix`` before each path (``recipe.seed``)."""
+    out = []
+    for e in pydantic_errors(exc):
+        path = e.path
+        if prefix:
+            path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+        out.append({"path": path, "message": e.message})
+    return out
+
+
+def parse_recipe(data: Any) -> Recipe:
+    """A recipe from JSON data; raises ValidationError."""
+    if isinstance(data, Recipe):
+        return data
+    if not isinstance(data, Mapping):
+        raise TypeError("a recipe is a JSON object")
+    return Recipe.model_validate(dict(data))
+
+
+def parse_sources(data: Any) -> Sources:
+    if isinstance(data, Sources):
+        return data
+    if not isinstance(data, Mapping):
+        raise TypeError("sources is a JSON object")
+    return Sources.model_validate(dict(data))
+
+
+__all__ = ["Recipe", "Sources", "located_errors", "parse_recipe", "parse_sources"]

@@ -1,0 +1,186 @@
+"""Reads of the dataset jobs: the job list, one job, and the rows of a finished dataset with what the sample
+browser shows beside each (the canonical sample before augmentation, both harnesses, their semantic diff).
+
+Rows are read from the artifact (Hugging Face ``datasets`` on disk, memory-mapped); the JSON-lines files beside
+it are indexed once per folder (line offsets), so a page reads one line of each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+
+from harness_editor.diff import diff_manifests
+from harness_editor.schemas import Manifest, manifest_from_json
+from training_jobs.models import Dataset
+
+
+def dataset_list(*, status: str | None = None, kind: str | None = None) -> QuerySet[Dataset]:
+    qs = Dataset.objects.select_related("created_by", "baseline_of")
+    if status:
+        qs = qs.filter(status=status)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs
+
+
+def dataset_get(*, dataset_id) -> Dataset:
+    return Dataset.objects.select_related("created_by", "baseline_of").get(pk=dataset_id)
+
+
+def dataset_ready_list() -> QuerySet[Dataset]:
+    """Succeeded datasets: what a training job may pick."""
+    return dataset_list(status=Dataset.Status.SUCCEEDED)
+
+
+def dataset_stats_rows(dataset: Dataset) -> list[dict[str, Any]]:
+    """The per-operator statistics as table rows, in the recipe's order."""
+    ops = (dataset.stats or {}).get("operators") or {}
+    order = [o.get("name") for o in (dataset.recipe or {}).get("operators", [])]
+    names = [n for n in order if n in ops] + [n for n in ops if n not in order]
+    probs = {o.get("name"): o.get("probability") for o in (dataset.recipe or {}).get("operators", [])}
+    return [{"name": n, "probability": probs.get(n), **ops[n]} for n in names]
+
+
+# --- the artifact ---------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _load_rows(path: str, mtime: float):
+    from datasets import load_from_disk
+
+    return load_from_disk(path)
+
+
+class DatasetRows(Sequence):
+    """The rows of a dataset folder as a lazy sequence (slicing reads only those rows): DRF's paginator and
+    Django's Paginator both work on it."""
+
+    def __init__(self, artifact_dir: Path):
+        path = artifact_dir / "dataset"
+        self._ds = _load_rows(str(path), path.stat().st_mtime) if path.is_dir() else None
+
+    def __len__(self) -> int:
+        return 0 if self._ds is None else len(self._ds)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step != 1 or start >= stop:
+                return [self[i] for i in range(start, stop, step)]
+            batch = self._ds.select(range(start, stop)).to_list()
+            return [_row_out(start + i, r) for i, r in enumerate(batch)]
+        if key < 0:
+            key += len(self)
+        if not 0 <= key < len(self):
+            raise IndexError(key)
+        return _row_out(key, self._ds[int(key)])
+
+    def count(self, *args) -> int:  # DRF's LimitOffsetPagination asks queryset.count()
+        return len(self)
+
+
+def _row_out(index: int, row: dict[str, Any]) -> dict[str, Any]:
+    return {"index": index, **row}
+
+
+def dataset_rows(*, dataset: Dataset) -> DatasetRows:
+    if not dataset.artifact_path:
+        return DatasetRows(Path("/nonexistent"))
+    return DatasetRows(dataset.artifact_dir)
+
+
+@lru_cache(maxsize=32)
+def _jsonl_index(path: str, mtime: float, key: str) -> dict[str, int]:
+    """``{value of key: byte offset of its line}`` for a JSON-lines file whose lines start with that key."""
+    index: dict[str, int] = {}
+    with open(path, "rb") as f:
+        offset = 0
+        for line in f:
+            head = line[:200].decode("utf-8", errors="ignore")
+            marker = f'"{key}": "'
+            at = head.find(marker)
+            if at >= 0:
+                value = head[at + len(marker):].split('"', 1)[0]
+            else:
+                value = str(json.loads(line).get(key))
+            index.setdefault(value, offset)
+            offset += len(line)
+    return index
+
+
+def _jsonl_get(path: Path, key: str, value: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    offset = _jsonl_index(str(path), path.stat().st_mtime, key).get(value)
+    if offset is None:
+        return None
+    with path.open("rb") as f:
+        f.seek(offset)
+        return json.loads(f.readline())
+
+
+def _manifest(artifact: Path, files: Sequence[str], digest: str) -> Manifest | None:
+    for name in files:
+        hit = _jsonl_get(artifact / name, "harness_hash", digest)
+        if hit is not None:
+            return manifest_from_json(json.dumps(hit["manifest"]))
+    return None
+
+
+def target_steps(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The target turn of a row's messages as steps (the shape of ``target_json``): load_skill ids, tool calls
+    with their arguments, retried replies with the hook feedback, the final reply."""
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+    steps: list[dict[str, Any]] = []
+    rest = messages[first:]
+    for i, m in enumerate(rest):
+        if m.get("role") != "assistant":
+            if steps and "retry" in steps[-1] and m.get("role") != "tool":
+                steps[-1]["feedback"] = m.get("content", "")
+            continue
+        calls = m.get("tool_calls") or []
+        for call in calls:
+            fn = call.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                args = fn.get("arguments")
+            if fn.get("name") == "load_skill" and isinstance(args, dict):
+                steps.append({"load_skill": args.get("skill_id")})
+            else:
+                steps.append({"tool": fn.get("name"), "arguments": args})
+        if not calls:
+            last = not any(x.get("role") == "assistant" for x in rest[i + 1:])
+            steps.append({"reply": m.get("content", "")} if last else {"retry": m.get("content", "")})
+    return steps
+
+
+def dataset_sample(*, dataset: Dataset, index: int) -> dict[str, Any]:
+    """Row ``index`` with its canonical sample, the original and augmented harness and their semantic diff.
+    Raises IndexError for a row that does not exist."""
+    rows = dataset_rows(dataset=dataset)
+    row = rows[index]
+    artifact = dataset.artifact_dir
+    original = _jsonl_get(artifact / "samples.jsonl", "id", row["sample_id"])
+    augmented = _manifest(artifact, ("harnesses.jsonl", "base_harnesses.jsonl"), row["harness_hash"])
+    base = None
+    if original is not None:
+        base = _manifest(artifact, ("base_harnesses.jsonl", "harnesses.jsonl"), original["harness_hash"])
+    diff = diff_manifests(base, augmented) if base is not None and augmented is not None else None
+    return {
+        "row": row,
+        "tools": json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools"),
+        "original": original,
+        "before": (original or {}).get("target") or [],
+        "after": target_steps(row["messages"]),
+        "base_manifest": base,
+        "augmented_manifest": augmented,
+        "diff": diff,
+        "count": len(rows),
+    }

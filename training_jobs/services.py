@@ -1,0 +1,332 @@
+"""Writes of the dataset jobs: launch a build, cancel it, and run it (in the Celery worker).
+
+- :func:`dataset_build_start` validates the recipe and the source selection (errors carry paths such as
+  ``recipe.operators[2].probability``; nothing is saved then), creates the job (and, when asked, a fixed-harness
+  baseline over the same samples) and queues it on commit;
+- :func:`dataset_cancel` cancels a queued job at once and asks a running one to stop;
+- :func:`dataset_build_run` is the worker's one service: collect the samples, build with progress and cancel
+  callbacks (progress written to the row at most every :data:`PROGRESS_EVERY_S`), write the artifact into a
+  temporary folder and move it under its final name only when complete, store the statistics; a failure is
+  stored with its cause (exception type and message) and leaves no artifact behind.
+
+:func:`build_artifact` is the Django-free part (samples → rows → folder), shared with
+``manage.py build_hsa_dataset``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from console import roles
+from console.errors import InvalidTransition, NotAllowed, ValidationFailed
+from console.services import audit_record
+from harness_editor.models import HarnessVersion
+from harness_editor.schemas import content_hash, manifest_to_json
+from training_jobs.hsa.dataset import (
+    BuildCancelled,
+    BuildResult,
+    Recipe,
+    build_to_disk,
+    heldout_leaks,
+    sample_json,
+)
+from training_jobs.hsa.samples import Sample
+from training_jobs.models import Dataset
+from training_jobs.schemas import Sources, located_errors, parse_recipe, parse_sources
+
+PROGRESS_EVERY_S = 0.5  # at most this often a running build writes its progress
+CANCEL_CHECK_EVERY_S = 0.25  # ... and reads its cancel flag
+PROGRESS_STEPS = 100  # callbacks per build (at least), whatever the recipe's progress_every
+
+Status = Dataset.Status
+
+
+def datasets_dir() -> Path:
+    return Path(settings.ENV.data_dir) / "datasets"
+
+
+def _scope(dataset: Dataset) -> str:
+    return f"dataset:{dataset.pk}"
+
+
+# --- the build itself (no ORM) ---------------------------------------------------------------------------------
+
+
+def _progress_every(recipe_every: int, total: int) -> int:
+    return max(1, min(recipe_every, total // PROGRESS_STEPS or 1))
+
+
+def _tuned(recipe: Recipe, total: int) -> Recipe:
+    """The recipe with progress/cancel callbacks often enough for a live progress bar (output unchanged)."""
+    return recipe.model_copy(update={"progress_every": _progress_every(recipe.progress_every, total)})
+
+
+def _read_rows(dataset_dir: Path, batch: int = 1000):
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(dataset_dir))
+    for start in range(0, len(ds), batch):
+        yield from ds.select(range(start, min(start + batch, len(ds)))).to_list()
+
+
+def write_originals(samples: Sequence[Sample], out: Path) -> None:
+    """``samples.jsonl`` (each canonical sample before augmentation, with the hash of its harness) and
+    ``base_harnesses.jsonl`` (those harnesses): what the sample browser compares a row against."""
+    hashes: dict[int, str] = {}
+    bases: dict[str, Any] = {}
+    with (out / "samples.jsonl").open("w", encoding="utf-8") as f:
+        for s in samples:
+            digest = hashes.get(id(s.manifest))
+            if digest is None:
+                digest = hashes[id(s.manifest)] = content_hash(s.manifest)
+                bases.setdefault(digest, s.manifest)
+            f.write(json.dumps({**sample_json(s), "harness_hash": digest, "meta": dict(s.meta)},
+                               ensure_ascii=False, default=str) + "\n")
+    with (out / "base_harnesses.jsonl").open("w", encoding="utf-8") as f:
+        for digest, manifest in bases.items():
+            f.write(f'{{"harness_hash": "{digest}", "manifest": {manifest_to_json(manifest)}}}\n')
+
+
+def build_artifact(samples: Sequence[Sample], out_dir: str | Path, *, kind: str, recipe: Recipe | None,
+                   progress: Callable[[int, int], None] | None = None, cancel: Callable[[], bool] | None = None,
+                   on_stage: Callable[[str], None] | None = None, check_leaks: bool = True) -> BuildResult:
+    """Build and write a dataset folder at ``out_dir`` (rows streamed to disk by
+    :func:`training_jobs.hsa.dataset.build_to_disk`: memory stays flat). It is written next to ``out_dir`` under a
+    temporary name and renamed when complete, so ``out_dir`` either is a whole dataset or does not exist (an
+    existing folder there is replaced). A training split (names 'train') with a held-out name in it is refused
+    (ValueError). Raises BuildCancelled when ``cancel()`` says so."""
+    out = Path(out_dir)
+    if not samples:
+        raise ValueError("the selected sources gave no samples")
+    fixed = kind == Dataset.Kind.FIXED_HARNESS
+    if not fixed and recipe is None:
+        raise ValueError("an HSA build needs a recipe")
+    total = len(samples) * (1 if fixed else recipe.variants_per_sample)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".tmp-{out.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        result = build_to_disk(samples, None if fixed else _tuned(recipe, total), tmp, progress=progress,
+                               cancel=cancel, progress_every=_progress_every(500, total))
+        if not fixed:  # the recipe as written is what is saved beside the dataset
+            result.recipe = recipe
+            (tmp / "recipe.json").write_text(json.dumps(recipe.model_dump(mode="json"), indent=2,
+                                                        ensure_ascii=False) + "\n", encoding="utf-8")
+        if on_stage is not None:
+            on_stage("checking and writing")
+        if check_leaks and (fixed or recipe.names == "train"):
+            leaks = heldout_leaks(_read_rows(tmp / "dataset"))
+            if leaks:
+                raise ValueError(f"held-out names in a training split: {', '.join(leaks[:10])}")
+        write_originals(samples, tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        result.path = out
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def dataset_split(kind: str, recipe: Recipe | None) -> str:
+    return "heldout" if kind == Dataset.Kind.HSA and recipe is not None and recipe.names == "heldout" else "train"
+
+
+# --- launching and cancelling ---------------------------------------------------------------------------------
+
+
+def _require(user, perm: str, what: str) -> None:
+    if not user.has_perm(perm):
+        raise NotAllowed(f"your role does not allow you to {what}")
+
+
+def version_manifests(refs: Sequence[str]) -> dict[str, Any]:
+    """The manifests of approved versions named ``slug@number``; ValidationFailed (path ``sources.versions[i]``)
+    for an unknown or unapproved one."""
+    out: dict[str, Any] = {}
+    errors = []
+    for i, ref in enumerate(refs):
+        slug, number = ref.rsplit("@", 1)
+        version = (HarnessVersion.objects.select_related("harness")
+                   .filter(harness__slug=slug, number=int(number)).first())
+        if version is None:
+            errors.append({"path": f"sources.versions[{i}]", "message": f"no harness version {ref}"})
+        elif version.status != HarnessVersion.Status.APPROVED:
+            errors.append({"path": f"sources.versions[{i}]",
+                           "message": f"{ref} is {version.status}: only approved versions are training data"})
+        else:
+            out[ref] = version.manifest
+    if errors:
+        raise ValidationFailed("the source selection is invalid", errors=errors)
+    return out
+
+
+def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | None, Sources]:
+    """Parse and check a build request; ValidationFailed with every located error (``recipe.seed``,
+    ``sources.scenarios``) when anything is wrong."""
+    errors: list[dict[str, str]] = []
+    if kind not in Dataset.Kind.values:
+        errors.append({"path": "kind", "message": f"unknown kind {kind!r}; use {' or '.join(Dataset.Kind.values)}"})
+    parsed_recipe = parsed_sources = None
+    try:
+        parsed_recipe = parse_recipe(recipe if recipe is not None else {})
+    except ValidationError as exc:
+        errors += located_errors(exc, "recipe")
+    except TypeError as exc:
+        errors.append({"path": "recipe", "message": str(exc)})
+    try:
+        parsed_sources = parse_sources(sources if sources is not None else {})
+    except ValidationError as exc:
+        errors += located_errors(exc, "sources")
+    except TypeError as exc:
+        errors.append({"path": "sources", "message": str(exc)})
+    if errors:
+        raise ValidationFailed("the dataset request is invalid", errors=errors)
+    version_manifests(parsed_sources.versions)
+    return parsed_recipe, parsed_sources
+
+
+def _enqueue(dataset_id) -> None:
+    from training_jobs.tasks import dataset_build
+
+    dataset_id = str(dataset_id)
+    transaction.on_commit(lambda: dataset_build.delay(dataset_id))
+
+
+def dataset_build_start(*, user, kind: str = Dataset.Kind.HSA, recipe: Any = None, sources: Any = None,
+                        name: str = "", with_baseline: bool = False) -> Dataset:
+    """Queue a dataset build. ``recipe`` and ``sources`` are JSON data (or the parsed models); ``with_baseline``
+    also queues a fixed-harness build over the same samples (``baseline_of`` the HSA one). Returns the (HSA)
+    dataset; raises ValidationFailed (400, located errors) and saves nothing when the request is invalid."""
+    _require(user, roles.BUILD_DATASET, "build datasets")
+    parsed_recipe, parsed_sources = validate_build(kind=kind, recipe=recipe, sources=sources)
+    name = (name or parsed_recipe.name).strip()[:120] or parsed_recipe.name
+    recipe_json = parsed_recipe.model_dump(mode="json")
+    sources_json = parsed_sources.model_dump(mode="json")
+    with transaction.atomic():
+        dataset = Dataset.objects.create(name=name, kind=kind, recipe=recipe_json, sources=sources_json,
+                                         split=dataset_split(kind, parsed_recipe), created_by=user)
+        queued = [dataset]
+        if with_baseline and kind == Dataset.Kind.HSA:
+            queued.append(Dataset.objects.create(
+                name=f"{name} (fixed-harness baseline)"[:120], kind=Dataset.Kind.FIXED_HARNESS,
+                recipe=recipe_json, sources=sources_json, split="train", baseline_of=dataset, created_by=user))
+        for d in queued:
+            audit_record(actor=user, action="dataset.queued", scope=_scope(d), target=f"dataset:{d.name}",
+                         to_state=Status.QUEUED, data={"kind": d.kind, "recipe": d.recipe if d.kind == "hsa" else {},
+                                                       "sources": d.sources})
+            _enqueue(d.pk)
+    return dataset
+
+
+def dataset_cancel(*, user, dataset: Dataset) -> Dataset:
+    """A queued build is cancelled now; a running one is asked to stop (it stops at its next progress step).
+    A finished one cannot be cancelled (InvalidTransition, 409)."""
+    _require(user, roles.BUILD_DATASET, "cancel dataset builds")
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if locked.status == Status.QUEUED:
+            locked.status, locked.finished_at, locked.cancel_requested = Status.CANCELLED, timezone.now(), True
+            locked.save(update_fields=["status", "finished_at", "cancel_requested"])
+            to_state = Status.CANCELLED
+        elif locked.status == Status.RUNNING:
+            if not locked.cancel_requested:
+                locked.cancel_requested = True
+                locked.save(update_fields=["cancel_requested"])
+            to_state = "cancel_requested"
+        else:
+            raise InvalidTransition(f"this build has {locked.status}: only a queued or running build can be cancelled")
+        audit_record(actor=user, action="dataset.cancel", scope=_scope(locked), target=f"dataset:{locked.name}",
+                     from_state=dataset.status, to_state=to_state)
+    return locked
+
+
+# --- running (the Celery worker) --------------------------------------------------------------------------------
+
+
+class _Throttled:
+    """Progress and cancel callbacks that touch the database at most every so often."""
+
+    def __init__(self, dataset_id) -> None:
+        self.dataset_id = dataset_id
+        self.last_write = 0.0
+        self.last_check = 0.0
+
+    def progress(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last_write < PROGRESS_EVERY_S:
+            return
+        self.last_write = now
+        Dataset.objects.filter(pk=self.dataset_id).update(progress_done=done, progress_total=total)
+
+    def cancel(self) -> bool:
+        now = time.monotonic()
+        if now - self.last_check < CANCEL_CHECK_EVERY_S:
+            return False
+        self.last_check = now
+        return Dataset.objects.filter(pk=self.dataset_id, cancel_requested=True).exists()
+
+    def stage(self, stage: str) -> None:
+        Dataset.objects.filter(pk=self.dataset_id).update(stage=stage)
+
+
+def _finish(dataset_id, *, status: str, error: str = "", **fields: Any) -> Dataset:
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset_id)
+        from_state = locked.status
+        locked.status, locked.error, locked.finished_at, locked.stage = status, error[:4000], timezone.now(), ""
+        for key, value in fields.items():
+            setattr(locked, key, value)
+        locked.save()
+        audit_record(actor=None, action=f"dataset.{status}", scope=_scope(locked), target=f"dataset:{locked.name}",
+                     from_state=from_state, to_state=status, comment=error[:500],
+                     data={"rows": locked.row_counts} if status == Status.SUCCEEDED else {})
+    return locked
+
+
+def dataset_build_run(*, dataset_id) -> Dataset:
+    """Run a queued build to the end (the worker's service). Does nothing to a build that is not queued (a
+    cancelled one, or a redelivered task). Never raises for a failed build: the failure is stored."""
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset_id)
+        if locked.status != Status.QUEUED:
+            return locked
+        locked.status, locked.started_at, locked.stage = Status.RUNNING, timezone.now(), "collecting samples"
+        locked.save(update_fields=["status", "started_at", "stage"])
+    callbacks = _Throttled(locked.pk)
+    out = datasets_dir() / str(locked.pk)
+    try:
+        recipe = parse_recipe(locked.recipe) if locked.kind == Dataset.Kind.HSA else None
+        sources = parse_sources(locked.sources)
+        samples = sources.collect(version_manifests(sources.versions))
+        total = len(samples) * (recipe.variants_per_sample if recipe is not None else 1)
+        Dataset.objects.filter(pk=locked.pk).update(sample_count=len(samples), progress_total=total,
+                                                    stage="building rows")
+        if Dataset.objects.filter(pk=locked.pk, cancel_requested=True).exists():
+            raise BuildCancelled(0, total)
+        result = build_artifact(samples, out, kind=locked.kind, recipe=recipe, progress=callbacks.progress,
+                                cancel=callbacks.cancel, on_stage=callbacks.stage)
+    except BuildCancelled as exc:
+        return _finish(locked.pk, status=Status.CANCELLED, error="", progress_done=exc.done)
+    except Exception as exc:  # stored with its cause; the task itself succeeds
+        if isinstance(exc, ValidationFailed):
+            detail = "; ".join(f"{e['path']}: {e['message']}" for e in exc.errors) or exc.message
+            message = f"{type(exc).__name__}: {detail}"
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        return _finish(locked.pk, status=Status.FAILED, error=message)
+    stats = result.stats.to_dict()
+    return _finish(locked.pk, status=Status.SUCCEEDED, stats=stats, artifact_path=str(out),
+                   row_counts={locked.split: result.stats.rows}, progress_done=total, progress_total=total)

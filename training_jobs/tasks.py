@@ -1,0 +1,17 @@
+"""Celery tasks of the training jobs: take ids, call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from training_jobs import services
+
+# An HSA build is CPU work (no GPU): it runs on the default queue. At most once: a build that a crashed worker
+# left running is not started again by a redelivery (dataset_build_run only runs a queued build).
+BUILD_SOFT_TIME_LIMIT_S = 6 * 3600
+
+
+@shared_task(name="training_jobs.dataset_build", acks_late=False, soft_time_limit=BUILD_SOFT_TIME_LIMIT_S)
+def dataset_build(dataset_id: str) -> dict:
+    dataset = services.dataset_build_run(dataset_id=dataset_id)
+    return {"dataset_id": str(dataset.pk), "status": dataset.status}
