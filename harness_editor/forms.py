@@ -281,7 +281,7 @@ def state_from_manifest(component: str, data: dict) -> Any:
                          "params": _yaml_block(params)})
         return rows
     if component == "constraints":
-        # The dump leaves out fields at some defaults (turn_deadline_s): show every field with its value.
+        # The dump leaves out fields at some defaults (turn_deadline_s, history_turns): show every field.
         return {name: data["constraints"].get(name, info.get_default(call_default_factory=True))
                 for name, info in InteractionConstraints.model_fields.items()}
     if component == "yaml":

@@ -283,6 +283,7 @@ class SystemPrompt(_Model):
 
 
 DEFAULT_TURN_DEADLINE_S = 20.0
+DEFAULT_HISTORY_TURNS = 6
 
 
 class InteractionConstraints(_Model):
@@ -296,14 +297,19 @@ class InteractionConstraints(_Model):
     # Wall-clock budget of a whole turn (all model requests, tool calls and hook retries), in seconds; past it
     # the engine speaks the fallback line. Declared last and left out of the dump at its default (below).
     turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, ge=1, le=300, allow_inf_nan=False)
+    # How many previous turns (viewer comments + the avatar's reply) the model sees; 0 = every turn stands
+    # alone (a model trained on single turns, like the tiny demo model, is lost in a dialogue history).
+    history_turns: int = Field(default=DEFAULT_HISTORY_TURNS, ge=0, le=50)
 
     @model_serializer(mode="wrap")
-    def _omit_default_deadline(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Versions stored before the field existed must keep their canonical JSON and content hash, so a
-        # manifest at the default deadline serialises exactly as it did then.
+    def _omit_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Versions stored before these fields existed must keep their canonical JSON and content hash, so a
+        # manifest at their defaults serialises exactly as it did then.
         data = handler(self)
         if self.turn_deadline_s == DEFAULT_TURN_DEADLINE_S:
             data.pop("turn_deadline_s", None)
+        if self.history_turns == DEFAULT_HISTORY_TURNS:
+            data.pop("history_turns", None)
         return data
 
 

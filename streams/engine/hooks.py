@@ -174,6 +174,9 @@ _MARKDOWN_RE = re.compile(
 _URL_RE = re.compile(
     r"https?://|\bwww\.|\b[\w-]+\.(?:com|net|org|io|shop|store|cn|co|app|ly|me|tv)\b(?:/\S*)?", re.I
 )
+# Markup a model leaks when it writes a tool call or its reasoning as text instead of speaking: JSON objects
+# with quoted keys, tool-call / think tags.
+_CODE_RE = re.compile(r'\{\s*"[^"\n]{1,40}"\s*:|</?(?:tool_call|tool_response|think)>')
 _EMOJI_RE = re.compile(
     "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f1e6-\U0001f1ff\u2b50\u2b55\u2934\u2935\u3030\u303d"
     "\u3297\u3299\ufe0f\u200d\u2190-\u21ff\u2300-\u23ff]"
@@ -203,6 +206,8 @@ def format_problems(text: str, constraints: InteractionConstraints, *, speakable
             problems.append(f"markdown in a spoken reply: {m.group(0).strip()!r}")
         if m := _URL_RE.search(text):
             problems.append(f"link in a spoken reply: {m.group(0)!r}")
+        if m := _CODE_RE.search(text):
+            problems.append(f"code or a tool call in a spoken reply: {m.group(0)!r}")
         if m := _EMOJI_RE.search(text):
             problems.append(f"emoji or symbol in a spoken reply: {m.group(0)!r}")
     if max_sentences is not None and (k := count_sentences(text)) > max_sentences:

@@ -253,6 +253,15 @@ def _takes_budget(backend: Any) -> bool:
         return False
 
 
+def recent_history(history: Sequence[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+    """The last ``turns`` turns of a dialogue history: from the ``turns``-th last user message on (a turn is
+    a user message and what followed it), nothing when ``turns`` is 0."""
+    starts = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    if turns <= 0 or not starts:
+        return []
+    return list(history[starts[-turns] if turns <= len(starts) else starts[0]:])
+
+
 def _arguments_for_transcript(call: ParsedToolCall) -> str:
     # vLLM json-parses assistant tool-call arguments when it applies the chat template: keep them valid JSON.
     return json.dumps(call.arguments if call.arguments is not None else {}, ensure_ascii=False)
@@ -518,7 +527,8 @@ def run_turn(
 
         # 2. prompt assembly
         stage = "prompt"
-        rendered = render_prompt(manifest, room=room, comments=shown, history=history)
+        rendered = render_prompt(manifest, room=room, comments=shown,
+                                 history=recent_history(history, manifest.constraints.history_turns))
         messages = rendered.messages
         if notes:
             messages.append(hook_feedback_message(notes))

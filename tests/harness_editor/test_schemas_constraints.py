@@ -162,3 +162,19 @@ def test_form_errors_land_on_the_deadline_field(posted):
         parse_manifest(data)
     placed, rest = forms.errors_by_field("constraints", info.value.errors)
     assert list(placed) == ["turn_deadline_s"] and not rest
+
+
+def test_history_turns_default_is_left_out_and_a_set_value_round_trips():
+    from harness_editor.schemas import DEFAULT_HISTORY_TURNS
+
+    m = parse_manifest(v1())
+    assert m.constraints.history_turns == DEFAULT_HISTORY_TURNS and "history_turns" not in manifest_to_json(m)
+    assert content_hash(parse_manifest(v1(history_turns=DEFAULT_HISTORY_TURNS))) == content_hash(m)
+    zero = parse_manifest(v1(history_turns=0))
+    assert '"history_turns":0' in manifest_to_json(zero).replace(" ", "")
+    assert manifest_to_json(manifest_from_json(manifest_to_json(zero))) == manifest_to_json(zero)
+    assert content_hash(zero) != content_hash(m)
+    assert errors_of(v1(history_turns=-1)) == {"constraints.history_turns": "Input should be greater than or equal to 0"}
+    # the tiny demo model's harness: every turn stands alone
+    tiny = manifest_from_yaml((DEMO / "tiny_room.yaml").read_text(encoding="utf-8"))
+    assert tiny.constraints.history_turns == 0

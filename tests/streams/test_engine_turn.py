@@ -491,3 +491,35 @@ def test_emit_exception_cancels_the_turn(scripted_endpoint, engine_client, engin
     happy_script(scripted_endpoint)
     with pytest.raises(Cancelled):
         run(engine_client(), engine_manifest, engine_room, emit=emit)
+
+
+# --- dialogue history ---------------------------------------------------------------------------------------
+
+HISTORY = [
+    {"role": "user", "content": "[ann] hi"}, {"role": "assistant", "content": "Hi ann, welcome!"},
+    {"role": "user", "content": "[bo] price of #101?"}, {"role": "assistant", "content": "It is $24.9 now."},
+    {"role": "user", "content": "[cara] any coupons?"}, {"role": "assistant", "content": "Use code GLOW5."},
+]
+
+
+@pytest.mark.parametrize("turns, kept", [(0, 0), (1, 2), (2, 4), (3, 6), (50, 6)])
+def test_the_model_sees_the_last_history_turns_the_harness_allows(scripted_endpoint, engine_client, engine_manifest,
+                                                                   engine_room, turns, kept):
+    happy_script(scripted_endpoint)
+    manifest = with_constraints(engine_manifest, history_turns=turns)
+    r = run(engine_client(), manifest, engine_room, history=HISTORY)
+    assert r.reply == GOOD
+    sent = scripted_endpoint.requests[0]["messages"]
+    # system prompt, the kept history (the most recent turns, in order), then this turn's comment
+    assert sent[1:1 + kept] == HISTORY[len(HISTORY) - kept:]
+    assert sent[1 + kept]["role"] == "user" and "[ann] hi" not in sent[1 + kept]["content"]
+    assert len(sent) == kept + 2
+
+
+def test_reply_with_a_leaked_tool_call_is_not_spoken(scripted_endpoint, engine_client, engine_manifest, engine_room):
+    leaked = '{"name": "get_shipping", "arguments": {}}'
+    scripted_endpoint.add(hermes_calls(LOAD_PRICE_SKILL), native_calls(LOOKUP_101), reply(leaked), reply(GOOD))
+    r = run(engine_client(), engine_manifest, engine_room)
+    assert r.reply == GOOD and r.timings.retries == 1
+    failed = [e for e in of(r, "hook_result") if not e.passed]
+    assert any("code or a tool call in a spoken reply" in e.detail for e in failed)
