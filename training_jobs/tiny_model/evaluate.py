@@ -11,6 +11,7 @@ is asked for every assistant step with the gold history before it (teacher-force
   tool name and the exact gold link id;
 - ``exact_value_replies``: of the final replies whose gold states a price or stock, the share that contain
   that exact number (as the reply states it) from the tool result;
+- ``right_tool_and_link_id_by_link``: the same, only where the comment gives the link id;
 - ``right_link_id_by_name``: the same, only where the viewer named the product ("the serum") and the model had
   to find its link id in the room block;
 - ``right_skill``: share of ``load_skill`` steps loading the gold reply skill (extra figure);
@@ -185,6 +186,7 @@ def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | N
         "heldout_trajectories": len(trajs),
         "well_formed_tool_calls": share(wf_num, wf_den),
         "right_tool_and_link_id": share(tl_num, tl_den),
+        "right_tool_and_link_id_by_link": share(tl_num - by_name_num, tl_den - by_name_den),
         "right_link_id_by_name": share(by_name_num, by_name_den),
         "exact_value_replies": share(ev_num, ev_den),
         "right_skill": share(sk_num, sk_den),
