@@ -3,18 +3,8 @@ services, so the admin shows versions and labels read-only and only lets harness
 
 from django.contrib import admin
 
+from console.admin import ReadOnlyAdmin
 from harness_editor.models import Harness, HarnessVersion, Label
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Harness)

@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -170,6 +170,25 @@ class Skill(_Model):
     description: SkillDescription
     body: SkillBody
     allowed_tools: list[str] = Field(default_factory=list)
+
+
+def argument_path_get(arguments: Any, dotted: str) -> tuple[bool, Any]:
+    """The value at a tool argument map's dotted path (``"item.link_id"``) in a call's arguments, if there."""
+    node = arguments
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def argument_path_set(arguments: dict[str, Any], dotted: str, value: Any) -> None:
+    """Put ``value`` at a dotted argument path, creating the objects on the way."""
+    node = arguments
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
 
 
 class Tool(_Model):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_get, argument_path_set
 from streams.bindings import BINDINGS
 
 REFERENCE_POLICY_LABEL = "reference-policy (rule-based gold-data tool, not a model)"
@@ -110,30 +110,13 @@ def tool_for_binding(manifest: Manifest, binding_id: str) -> Tool:
     raise ReferencePolicyError(f"the manifest has no tool bound to {binding_id!r}")
 
 
-def _set_path(args: dict[str, Any], dotted: str, value: Any) -> None:
-    node = args
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-
-
-def _get_path(args: Any, dotted: str) -> tuple[bool, Any]:
-    node = args
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def tool_arguments(tool: Tool, impl_args: dict[str, Any]) -> dict[str, Any]:
     """Implementation keyword arguments → the tool's own argument shape (through ``argument_map``)."""
     out: dict[str, Any] = {}
     for impl_name, value in impl_args.items():
         path = tool.argument_map.get(impl_name)
         if path is not None:
-            _set_path(out, path, value)
+            argument_path_set(out, path, value)
     return out
 
 
@@ -145,7 +128,7 @@ def call_tool(manifest: Manifest, room: dict[str, Any], name: str, arguments: di
     binding = BINDINGS[tool.binding]
     kwargs: dict[str, Any] = {}
     for impl_name, path in tool.argument_map.items():
-        found, value = _get_path(arguments, path)
+        found, value = argument_path_get(arguments, path)
         if found:
             kwargs[impl_name] = value
     missing = [p.name for p in binding.params.values() if p.required and p.name not in kwargs]

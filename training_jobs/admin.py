@@ -2,21 +2,13 @@
 
 from django.contrib import admin
 
+from console.admin import ReadOnlyAdmin
 from training_jobs.models import Dataset
 
 
 @admin.register(Dataset)
-class DatasetAdmin(admin.ModelAdmin):
+class DatasetAdmin(ReadOnlyAdmin):
     list_display = ("name", "kind", "status", "progress_done", "progress_total", "created_by", "created_at")
     list_filter = ("kind", "status")
     search_fields = ("name", "id", "error")
     list_select_related = ("created_by",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

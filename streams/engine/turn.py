@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_get
 from streams.bindings import BINDINGS
 from streams.engine import hooks as H
 from streams.engine.client import ChatDelta, ModelError, NativeToolCall
@@ -267,15 +267,6 @@ def _arguments_for_transcript(call: ParsedToolCall) -> str:
     return json.dumps(call.arguments if call.arguments is not None else {}, ensure_ascii=False)
 
 
-def _lookup(arguments: dict[str, Any], dotted: str) -> tuple[bool, Any]:
-    node: Any = arguments
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 class _Turn:
     def __init__(self, manifest: Manifest, room: dict[str, Any], backend: ChatBackend, rec: _Recorder,
                  faults: Mapping[str, ToolFault] | None, sampling: dict[str, Any], budget_s: float):
@@ -445,7 +436,7 @@ class _Turn:
         binding = BINDINGS[tool.binding]  # validated with the manifest
         kwargs: dict[str, Any] = {}
         for impl, path in tool.argument_map.items():
-            found, value = _lookup(call.arguments or {}, path)
+            found, value = argument_path_get(call.arguments or {}, path)
             if found:
                 kwargs[impl] = value
         missing = [p.name for p in binding.params.values() if p.required and p.name not in kwargs]

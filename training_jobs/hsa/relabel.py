@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from harness_editor.schemas import Manifest, Tool
+from harness_editor.schemas import Manifest, Tool, argument_path_get, argument_path_set
 from streams.bindings import BINDINGS, BindingParam
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -153,23 +153,6 @@ def leaves(args: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def set_path(args: dict[str, Any], dotted: str, value: Any) -> None:
-    node = args
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-
-
-def get_path(args: Any, dotted: str) -> tuple[bool, Any]:
-    node = args
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
     """A call's arguments under the map (``tool`` is the name before)."""
     moves = m.paths.get(tool, _EMPTY)
@@ -180,7 +163,7 @@ def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[
     for path, value in leaves(args):
         if path in conv:
             value = _convert(value, conv[path])
-        set_path(out, moves.get(path, path), value)
+        argument_path_set(out, moves.get(path, path), value)
     return out
 
 
@@ -201,7 +184,7 @@ def implementation_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[s
     params = BINDINGS[tool.binding].params
     out: dict[str, Any] = {}
     for impl_name, path in tool.argument_map.items():
-        found, value = get_path(arguments, path)
+        found, value = argument_path_get(arguments, path)
         if found:
             out[impl_name] = _coerce(params[impl_name], value)
     return out
