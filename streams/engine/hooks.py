@@ -485,7 +485,23 @@ def _mark(ch: str) -> bool:
     return unicodedata.category(ch).startswith("M")
 
 
+_ASCII_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
+_ASCII_LETTERS_RE = re.compile(r"[A-Za-z]+")
+
+
 def letter_runs(text: str) -> list[_Run]:
+    if text.isascii():  # the common case, a regex instead of a loop over characters (same runs)
+        runs = []
+        for token in _ASCII_TOKEN_RE.findall(text):
+            if token.isalpha():
+                runs.append(_Run(token, "Latin", False))
+            else:
+                runs.extend(_Run(part, "Latin", True) for part in _ASCII_LETTERS_RE.findall(token))
+        return runs
+    return _letter_runs_any(text)
+
+
+def _letter_runs_any(text: str) -> list[_Run]:
     runs: list[_Run] = []
     token: list[tuple[str, str | None]] = []  # (char, script or None for a digit)
 

@@ -244,13 +244,19 @@ class _DeadlineHit(Exception):
         self.stage = stage
 
 
+_TAKES_BUDGET: dict[type, bool] = {}
+
+
 def _takes_budget(backend: Any) -> bool:
     """Whether ``backend.stream_chat`` names a ``budget_s`` parameter. Only then is it passed: a backend with
-    a bare ``**kwargs`` may forward it somewhere that rejects it."""
-    try:
-        return "budget_s" in inspect.signature(backend.stream_chat).parameters
-    except (TypeError, ValueError, AttributeError):
-        return False
+    a bare ``**kwargs`` may forward it somewhere that rejects it. Per backend class (inspect is slow)."""
+    kind = type(backend)
+    if kind not in _TAKES_BUDGET:
+        try:
+            _TAKES_BUDGET[kind] = "budget_s" in inspect.signature(backend.stream_chat).parameters
+        except (TypeError, ValueError, AttributeError):
+            return False
+    return _TAKES_BUDGET[kind]
 
 
 def recent_history(history: Sequence[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
