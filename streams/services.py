@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ from streams.scenarios import (
     scenario_hash,
 )
 from streams.scenarios import Scenario as ScenarioSpec
+
+logger = logging.getLogger(__name__)
 
 DEMO_ROOM_PATH = Path(__file__).resolve().parent.parent / "harness_editor" / "demo" / "room.yaml"
 DEMO_ROOM_SLUG = "glow-gadget-demo"
@@ -818,6 +821,10 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
         result = run_turn(manifest=version.manifest, room=work, comments=comments, history=history,
                           backend=client, emit=emit, faults=faults, turn_id=turn_id)
     except Exception as exc:
+        try:
+            batcher.close()  # what the engine emitted before the failure is stored before turn_failed
+        except Exception:
+            logger.warning("storing the held events of failed turn %s failed", turn_id, exc_info=True)
         preview_event_append(room_id=room.pk, type="turn_failed", turn_id=turn_id,
                              payload={"message": f"{type(exc).__name__}: {exc}"[:1000]})
         raise

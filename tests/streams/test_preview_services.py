@@ -276,3 +276,26 @@ def test_concurrent_appends_never_collide(manager, harness_with_history, scripte
         mine = [e.payload["i"] for e in PreviewEvent.objects.filter(room=room, turn_id=f"t{n}").order_by("seq")]
         assert mine == list(range(15))
     assert PreviewRoom.objects.get(pk=room.pk).last_seq == 61
+
+
+def test_a_turn_that_crashes_stores_what_it_emitted_before_turn_failed(
+        manager, harness_with_history, scripted_model, monkeypatch, django_capture_on_commit_callbacks):
+    """Events held for batching are stored, in order, before the turn_failed event of a crashed turn."""
+    from streams.engine import turn as engine_turn
+    from streams.engine.events import Token
+
+    room = _open(manager, harness_with_history["v1"], scripted_model)
+    with django_capture_on_commit_callbacks(execute=False):
+        turn_id = services.preview_comment_post(user=manager, room=room, text="price of #101?")
+
+    def crashing_turn(*, emit, turn_id, **kwargs):
+        for i, text in enumerate(("The ", "serum ", "is ")):
+            emit(Token(turn_id=turn_id, seq=i, t_ms=float(i), delta=text))
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(engine_turn, "run_turn", crashing_turn)
+    with pytest.raises(RuntimeError, match="engine bug"):
+        services.preview_turn_run(room_id=room.pk, turn_id=turn_id)
+    stored = [(e["type"], e["payload"].get("delta")) for e in selectors.preview_event_list(room_id=room.pk)
+              if e["turn_id"] == turn_id and e["type"] in ("token", "turn_failed")]
+    assert stored == [("token", "The "), ("token", "serum "), ("token", "is "), ("turn_failed", None)]
