@@ -498,7 +498,8 @@ def _play_speed(speed: Any) -> float:
         speed = -1.0
     if not (speed == speed and 0 <= speed <= MAX_PLAY_SPEED):  # NaN is not equal to itself
         raise ValidationFailed("invalid speed", errors=[
-            {"path": "speed", "message": f"a ratio between 1 and {MAX_PLAY_SPEED:g}, or 0: as fast as turns finish"}])
+            {"path": "speed",
+             "message": f"a ratio above 0 and at most {MAX_PLAY_SPEED:g}, or 0: as fast as turns finish"}])
     return speed
 
 
