@@ -78,6 +78,23 @@ def _share(rng: random.Random, items: Sequence[Any], share: float) -> list[Any]:
     return picked or [rng.choice(list(items))]
 
 
+def _edit_share(state: HarnessState, key: str, rng: random.Random, share: float, field: str,
+                edit: Callable[[str], str], *, max_len: int | None = None,
+                eligible: Callable[[str], bool] = lambda _text: True) -> HarnessState:
+    """``edit`` the ``field`` text of a random share of ``state[key]`` (skills, tools, hooks), keeping an edit
+    only when it changes the text and fits ``max_len``; the same state object when nothing changed."""
+    picked = {id(x) for x in _share(rng, state[key], share)}
+    items, changed = [], False
+    for item in state[key]:
+        if id(item) in picked and eligible(item[field]):
+            new = edit(item[field])
+            if new != item[field] and (max_len is None or len(new) <= max_len):
+                item = {**item, field: new}
+                changed = True
+        items.append(item)
+    return {**state, key: items} if changed else state
+
+
 def _distinctive(name: str) -> bool:
     """Can a bare mention of this name in prose be taken for the name itself? ("lookup_product" yes,
     "shipping" no: that one is only replaced inside backticks)."""
@@ -277,17 +294,9 @@ def _rename_skills(state: HarnessState, rng: random.Random, pool: N.Pool, s: Map
 
 
 def _rewrite_skill_descriptions(state, rng, pool, s):
-    changed = False
-    skills = []
-    picked = {id(x) for x in _share(rng, state["skills"], s["share"])}
-    for sk in state["skills"]:
-        if id(sk) in picked and sk["description"] not in _MASKED:
-            new = _frame(reword(sk["description"], rng, pool, s["density"]), rng, pool)
-            if new != sk["description"] and len(new) <= 300:
-                sk = {**sk, "description": new}
-                changed = True
-        skills.append(sk)
-    return ({**state, "skills": skills} if changed else state), IDENTITY
+    return _edit_share(state, "skills", rng, s["share"], "description",
+                       lambda text: _frame(reword(text, rng, pool, s["density"]), rng, pool),
+                       max_len=300, eligible=lambda text: text not in _MASKED), IDENTITY
 
 
 def _mask_skill_descriptions(state, rng, pool, s):
@@ -383,35 +392,19 @@ class _Body:
 
 
 def _reword_skill_rules(state, rng, pool, s):
-    picked = {id(x) for x in _share(rng, state["skills"], s["share"])}
-    skills = []
-    changed = False
-    for sk in state["skills"]:
-        if id(sk) in picked:
-            body = reword(sk["body"], rng, pool, s["density"])
-            if body != sk["body"] and len(body) <= 20000:
-                sk = {**sk, "body": body}
-                changed = True
-        skills.append(sk)
-    return ({**state, "skills": skills} if changed else state), IDENTITY
+    return _edit_share(state, "skills", rng, s["share"], "body", lambda text: reword(text, rng, pool, s["density"]),
+                       max_len=20000), IDENTITY
 
 
 def _reorder_skill_rules(state, rng, pool, s):
-    picked = {id(x) for x in _share(rng, state["skills"], s["share"])}
-    skills = []
-    changed = False
-    for sk in state["skills"]:
-        if id(sk) in picked:
-            parsed = _Body.parse(sk["body"])
-            for rules in parsed.rule_lists():
-                if len(rules) >= 2:
-                    rng.shuffle(rules)
-            body = parsed.render()
-            if body != sk["body"]:
-                sk = {**sk, "body": body}
-                changed = True
-        skills.append(sk)
-    return ({**state, "skills": skills} if changed else state), IDENTITY
+    def shuffled(body: str) -> str:
+        parsed = _Body.parse(body)
+        for rules in parsed.rule_lists():
+            if len(rules) >= 2:
+                rng.shuffle(rules)
+        return parsed.render()
+
+    return _edit_share(state, "skills", rng, s["share"], "body", shuffled), IDENTITY
 
 
 _ESSENTIAL_RE = re.compile(r"`|\b(never|not|only|must|exact|exactly|always|no|don't|cannot|before)\b", re.I)
@@ -540,17 +533,8 @@ def _rename_tool_params(state, rng, pool, s):
 
 
 def _rewrite_tool_descriptions(state, rng, pool, s):
-    picked = {id(x) for x in _share(rng, state["tools"], s["share"])}
-    tools = []
-    changed = False
-    for t in state["tools"]:
-        if id(t) in picked:
-            new = _frame(reword(t["description"], rng, pool, s["density"]), rng, pool)
-            if new != t["description"] and len(new) <= 1000:
-                t = {**t, "description": new}
-                changed = True
-        tools.append(t)
-    return ({**state, "tools": tools} if changed else state), IDENTITY
+    return _edit_share(state, "tools", rng, s["share"], "description",
+                       lambda text: _frame(reword(text, rng, pool, s["density"]), rng, pool), max_len=1000), IDENTITY
 
 
 def _shuffled_props(node: dict[str, Any], rng: random.Random) -> dict[str, Any]:
@@ -843,18 +827,11 @@ def _vary_hook_limits(state, rng, pool, s):
 
 
 def _reword_hook_messages(state, rng, pool, s):
-    picked = {id(x) for x in _share(rng, state["hooks"], s["share"])}
-    hooks = []
-    changed = False
-    for h in state["hooks"]:
-        if id(h) in picked:
-            base = reword(h["message"], rng, pool, s["density"])
-            new = rng.choice(N.HOOK_MESSAGE_FRAMES[pool]).replace("{m}", base)
-            if new != h["message"] and len(new) <= 500:
-                h = {**h, "message": new}
-                changed = True
-        hooks.append(h)
-    return ({**state, "hooks": hooks} if changed else state), IDENTITY
+    def reframed(message: str) -> str:
+        base = reword(message, rng, pool, s["density"])
+        return rng.choice(N.HOOK_MESSAGE_FRAMES[pool]).replace("{m}", base)
+
+    return _edit_share(state, "hooks", rng, s["share"], "message", reframed, max_len=500), IDENTITY
 
 
 _PADDING = (" It is one of the most loved items in the room tonight and people keep coming back for it.",
