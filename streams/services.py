@@ -795,10 +795,17 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
     history = selectors.preview_history(room_id=room.pk, before_turn_id=turn_id)
     before = copy.deepcopy(room.room_state)
     work = copy.deepcopy(before)
-    preview_event_append(room_id=room.pk, type="turn_started", turn_id=turn_id, payload={
-        "version": _version_info(version), "endpoint": {"name": room.endpoint.name, "model": room.endpoint.model},
-        "minute": room.scenario_minute, "faults": {k: f.kind for k, f in faults.items()},
-        "comments": len(comments), "history_messages": len(history)})
+    with transaction.atomic():
+        # Claim the turn: two deliveries of one task (a redelivered message, a caller running it directly)
+        # both passed the check above; the room's row lock lets exactly one of them store turn_started.
+        PreviewRoom.objects.select_for_update().filter(pk=room.pk).values_list("pk", flat=True).get()
+        if PreviewEvent.objects.filter(room_id=room.pk, turn_id=turn_id, type="turn_started").exists():
+            return None
+        preview_event_append(room_id=room.pk, type="turn_started", turn_id=turn_id, payload={
+            "version": _version_info(version),
+            "endpoint": {"name": room.endpoint.name, "model": room.endpoint.model},
+            "minute": room.scenario_minute, "faults": {k: f.kind for k, f in faults.items()},
+            "comments": len(comments), "history_messages": len(history)})
 
     # Every engine event is stored as emitted, in order, but a few per transaction and published message
     # (streams.events.EventBatcher): what a viewer waits for goes at once (the request to the model, the first

@@ -21,14 +21,6 @@ def _open(user, version, model, scenario=None, **kw):
     return services.preview_open(user=user, version=version, scenario=scenario, endpoint=model, **kw)
 
 
-@pytest.fixture
-def enqueued(monkeypatch):
-    """The turns queued on commit (streams.tasks.preview_turn.delay), recorded instead of sent."""
-    calls = []
-    monkeypatch.setattr(tasks.preview_turn, "delay", lambda *args: calls.append(args))
-    return calls
-
-
 def _comment_turn(room, user, text, capture):
     with capture(execute=False) as callbacks:
         turn_id = services.preview_comment_post(user=user, room=room, text=text)
@@ -222,6 +214,45 @@ def test_task_runs_the_turn_once(manager, harness_with_history, scripted_model, 
     out = tasks.preview_turn.apply(args=(str(room.pk), turn_id)).get()
     assert out == {"turn_id": turn_id, "ran": True, "reason": "ok", "fallback": False}
     assert tasks.preview_turn.apply(args=(str(room.pk), turn_id)).get()["ran"] is False  # redelivered: skipped
+    assert event_types(room.pk, turn_id).count("turn_started") == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL (SQLite serialises writers)")
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_at_once_run_the_turn_once(manager, harness_with_history, scripted_model,
+                                                  scripted_endpoint, enqueued, monkeypatch):
+    """Both deliveries pass the cheap "already ran?" check before either has started the turn (a barrier holds
+    them there); the room's row lock lets exactly one store turn_started and run it."""
+    room = _open(manager, harness_with_history["v1"], scripted_model)
+    turn_id = services.preview_comment_post(user=manager, room=room, text="how much is #101?")
+    assert enqueued == [(str(room.pk), turn_id)]
+    price_script(scripted_endpoint)
+    barrier = threading.Barrier(2, timeout=10)
+    history = selectors.preview_history
+
+    def both_past_the_check(**kw):
+        barrier.wait()
+        return history(**kw)
+
+    monkeypatch.setattr(selectors, "preview_history", both_past_the_check)
+    results, errors = [], []
+
+    def deliver():
+        try:
+            results.append(services.preview_turn_run(room_id=room.pk, turn_id=turn_id))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(r is None for r in results) == [False, True]
+    assert next(r for r in results if r is not None).reply == GOOD
     assert event_types(room.pk, turn_id).count("turn_started") == 1
 
 

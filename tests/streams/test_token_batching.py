@@ -112,6 +112,7 @@ def stalled_price_script(ep, stall_s: float = 1.0):
 
 @pytest.mark.django_db(transaction=True)
 def test_turn_events_are_stored_as_emitted_in_few_transactions(manager, harness_with_history, scripted_model,
+                                                               enqueued,
                                                                scripted_endpoint, monkeypatch):
     room = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model)
     turn_id = services.preview_comment_post(user=manager, room=room, text="how much is #101?")
@@ -158,7 +159,7 @@ def test_turn_events_are_stored_as_emitted_in_few_transactions(manager, harness_
 
 @pytest.mark.django_db(transaction=True)
 def test_stored_tokens_replay_and_fold_into_the_same_turn(manager, harness_with_history, scripted_model,
-                                                          scripted_endpoint):
+                                                          scripted_endpoint, enqueued):
     room = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model)
     turn_id = services.preview_comment_post(user=manager, room=room, text="how much is #101?")
     stalled_price_script(scripted_endpoint, stall_s=0.3)
