@@ -464,8 +464,57 @@ def _schema_errors_cached(schema_json: str) -> tuple[tuple[tuple[str | int, ...]
     return tuple((tuple(e.path), _schema_message(e)) for e in found)
 
 
+# Where the 2020-12 meta-schema expects a subschema (``$dynamicRef: "#meta"``): under these keywords directly,
+# as the values of these maps, as the items of these arrays. Everything else is checked where it stands.
+_SUBSCHEMA = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+                        "unevaluatedItems", "unevaluatedProperties", "contentSchema"})
+_SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_FREE_TEXT = frozenset({"description", "title", "$comment"})  # any string will do
+
+
+def _is_schema_value(value: Any) -> bool:
+    return isinstance(value, (dict, bool))
+
+
+def _schema_valid(node: Any) -> bool:
+    """``_META_VALIDATOR.is_valid(node)``, one schema node at a time: a node is valid when its own keywords are
+    (its subschemas replaced by ``{}``, property names by placeholders, free text emptied: the meta-schema
+    constrains none of them beyond their type) and every subschema is. Each part is checked once per process:
+    harness variants that rename, reword, reorder or nest parameters share their checks."""
+    if not isinstance(node, dict):
+        return isinstance(node, bool)
+    own: dict[str, Any] = {}
+    subschemas: list[Any] = []
+    for key, value in node.items():
+        if key in _SUBSCHEMA and _is_schema_value(value):
+            subschemas.append(value)
+            value = {}
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            subschemas += [v for v in value.values() if _is_schema_value(v)]
+            value = {f"\ue000{i}": {} if _is_schema_value(v) else v for i, v in enumerate(value.values())}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            subschemas += [v for v in value if _is_schema_value(v)]
+            value = [{} if _is_schema_value(v) else v for v in value]
+        elif key == "required" and isinstance(value, list) and all(isinstance(x, str) for x in value):
+            distinct: dict[str, str] = {}  # only "strings, each once" matters
+            value = sorted(distinct.setdefault(x, f"\ue000{len(distinct)}") for x in value)
+        elif key in _FREE_TEXT and isinstance(value, str):
+            value = ""
+        own[key] = value
+    return _schema_own_valid(json.dumps(own, sort_keys=True, ensure_ascii=False)) and \
+        all(_schema_valid(sub) for sub in subschemas)
+
+
+@lru_cache(maxsize=4096)
+def _schema_own_valid(own_json: str) -> bool:
+    return _META_VALIDATOR.is_valid(json.loads(own_json))
+
+
 def _schema_errors(schema: dict[str, Any]) -> tuple[tuple[tuple[str | int, ...], str], ...]:
-    return _schema_errors_cached(json.dumps(schema, ensure_ascii=False))
+    if _schema_valid(schema):
+        return ()
+    return _schema_errors_cached(json.dumps(schema, ensure_ascii=False))  # errors name the real paths
 
 
 def _schema_types(node: dict[str, Any]) -> set[str] | None:

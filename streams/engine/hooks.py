@@ -342,9 +342,11 @@ def backed_numbers(results: Iterable[Any]) -> set[float]:
     return out
 
 
-def check_factual_risk(hook: FactualRiskHook, state: ReplyState) -> Verdict:
+def check_factual_risk(hook: FactualRiskHook, state: ReplyState, claims: Sequence[Claim] | None = None) -> Verdict:
+    """``claims``: ``extract_claims(state.reply)`` when the caller already has them (the HSA builder checks
+    one reply under many harness variants)."""
     wanted = set(hook.check)
-    claims = [c for c in extract_claims(state.reply) if c.category in wanted]
+    claims = [c for c in (extract_claims(state.reply) if claims is None else claims) if c.category in wanted]
     if not claims:
         return _verdict(hook, "before_reply", True)
     backed = state.backed_numbers()

@@ -295,14 +295,14 @@ def _format_problems(text: str, c: Any, speakable: bool, max_sentences: int | No
 
 Verdicts = dict[str, list[H.Verdict]]  # failing verdicts by retried reply, for one (manifest, sample)
 
-# The language and tone checks are the costly before-reply hooks (per-character loops) and depend only on the
-# reply, the constraints they read and (tone) the words of the turn's tool results, not on the harness variant:
-# many augmented rows of one sample share them.
-_LANG_TONE: dict[tuple[Any, ...], H.Verdict] = {}
+# The language and tone checks and the claims the factual-risk hook reads are the costly before-reply work
+# (per-character loops, regex scans) and depend only on the reply, the constraints they read and (tone) the
+# words of the turn's tool results, not on the harness variant: many augmented rows of one sample share them.
+_LANG_TONE: dict[tuple[Any, ...], Any] = {}
 _LANG_TONE_MAX = 65_536
 
 
-def _memo(key: tuple[Any, ...], compute: Any) -> H.Verdict:
+def _memo(key: tuple[Any, ...], compute: Any) -> Any:
     hit = _LANG_TONE.get(key)
     if hit is None:
         if len(_LANG_TONE) >= _LANG_TONE_MAX:
@@ -329,7 +329,8 @@ def before_reply_verdicts(manifest: Manifest, state: H.ReplyState) -> list[H.Ver
         elif kind == "banned_phrases":
             verdicts.append(H.check_banned_phrases(h, state))
         elif kind == "factual_risk":
-            verdicts.append(H.check_factual_risk(h, state))
+            claims = _memo(("claims", state.reply), lambda: tuple(H.extract_claims(state.reply)))
+            verdicts.append(H.check_factual_risk(h, state, claims))
     if not has_format:
         verdicts.append(H.check_constraints(c, state))
     verdicts.append(_memo(("language", state.reply, c.language), lambda: H.check_language(c, state)))
@@ -406,13 +407,41 @@ def target_problems(manifest: Manifest, sample: Sample, *, full: bool = False, v
 # --- rendering ----------------------------------------------------------------------------------------------------
 
 
+_ARGUMENTS_JSON: dict[tuple[Any, ...], str] = {}
+_ARGUMENTS_JSON_MAX = 65_536
+_SCALARS = (str, int, bool, type(None))  # not float: -0.0 == 0.0, yet their JSON differs
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    """``json.dumps(arguments, ensure_ascii=False)``, remembered for flat arguments: the same few calls
+    (``load_skill`` of a skill id, ``lookup_product`` of a link id) recur in most rows, and json.dumps with a
+    non-default option builds a new encoder on every call. Keyed on the values' types too (``1``, ``1.0`` and
+    ``True`` are equal keys, not equal JSON)."""
+    if not all(type(v) in _SCALARS for v in arguments.values()):
+        return json.dumps(arguments, ensure_ascii=False)
+    key = tuple((k, type(v), v) for k, v in arguments.items())
+    hit = _ARGUMENTS_JSON.get(key)
+    if hit is None:
+        if len(_ARGUMENTS_JSON) >= _ARGUMENTS_JSON_MAX:
+            _ARGUMENTS_JSON.clear()
+        hit = _ARGUMENTS_JSON[key] = json.dumps(arguments, ensure_ascii=False)
+    return hit
+
+
+def clear_memos() -> None:
+    """Forget the memoised hook checks and argument JSON (a benchmark times each build from cold)."""
+    _LANG_TONE.clear()
+    _FORMAT.clear()
+    _ARGUMENTS_JSON.clear()
+
+
 def _call_message(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": "",
         # arguments as a JSON string: what OpenAI sends, and what a datasets table needs (STACK.md)
         "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}],
+                        "function": {"name": name, "arguments": arguments_json(arguments)}}],
     }
 
 
