@@ -289,7 +289,8 @@ def _clock_record(room_id, applied: list, due: list, *, enqueue: bool = True) ->
         for c in due[i:i + COMMENTS_PER_TURN]:
             preview_event_append(room_id=room_id, type="viewer_comment", turn_id=turn_id, payload={
                 "viewer": c.viewer_name, "viewer_id": c.viewer_id, "text": c.text, "source": "scenario",
-                "persona": c.persona_id, "minute": c.minute})
+                "persona": c.persona_id, "persona_kind": c.persona_kind, "link_ids": list(c.link_ids),
+                "minute": c.minute})
         if enqueue:
             _turn_enqueue(room_id, turn_id)
         turn_ids.append(turn_id)
@@ -805,7 +806,8 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
             "version": _version_info(version),
             "endpoint": {"name": room.endpoint.name, "model": room.endpoint.model},
             "minute": room.scenario_minute, "faults": {k: f.kind for k, f in faults.items()},
-            "comments": len(comments), "history_messages": len(history)})
+            "comments": len(comments), "history_messages": len(history),
+            "room": before})  # the state the turn started from: with its events, the turn replays alone
 
     # Every engine event is stored as emitted, in order, but a few per transaction and published message
     # (streams.events.EventBatcher): what a viewer waits for goes at once (the request to the model, the first

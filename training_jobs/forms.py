@@ -20,6 +20,7 @@ from training_jobs.hsa.dataset import Recipe, default_operators
 from training_jobs.hsa.operators import OPERATORS
 from training_jobs.hsa.samples import DEMO_MANIFESTS
 from training_jobs.schemas import demo_scenarios
+from training_jobs.selectors import recordable_rooms
 
 BUILD_CHOICES = [("both", "HSA dataset + fixed-harness baseline from the same samples"),
                  ("hsa", "HSA dataset only"), ("fixed_harness", "Fixed-harness baseline only")]
@@ -56,6 +57,10 @@ class RecipeForm(forms.Form):
     tiny_gold = forms.IntegerField(initial=0, label="Tiny gold samples",
                                    help_text="samples from the tiny model's seeded gold generator")
     tiny_gold_seed = forms.IntegerField(initial=0, label="Tiny gold seed")
+    preview_rooms = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Recorded turns of",
+        help_text="preview rooms and scenario runs under approved versions: each turn is replayed and kept only "
+                  "when the reference policy agrees with it")
     max_samples = forms.IntegerField(required=False, help_text="keep at most this many samples (evenly spaced)")
     recipe_json = forms.CharField(required=False, label="Recipe JSON (optional, replaces the recipe fields)",
                                   widget=forms.Textarea(attrs={"rows": 6, "class": "code"}))
@@ -66,6 +71,7 @@ class RecipeForm(forms.Form):
         self.fields["scenarios"].choices = [(s, s) for s in scenario_ids]
         self.fields["scenarios"].initial = scenario_ids
         self.fields["versions"].choices = _version_choices()
+        self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms()]
         for name, op in OPERATORS.items():
             self.fields[f"op_{name}"] = forms.BooleanField(required=False, initial=True, label=name)
             self.fields[f"p_{name}"] = forms.FloatField(required=False, initial=_DEFAULT_P[name],
@@ -76,7 +82,7 @@ class RecipeForm(forms.Form):
 
     def source_fields(self) -> list[forms.BoundField]:
         return [self[n] for n in ("scenarios", "demo_manifests", "versions", "tiny_gold", "tiny_gold_seed",
-                                  "max_samples")]
+                                  "preview_rooms", "max_samples")]
 
     def operator_rows(self) -> list[dict[str, Any]]:
         return [{"name": name, "dimension": op.dimension, "description": op.description,
@@ -105,7 +111,7 @@ class RecipeForm(forms.Form):
                       "names": d["names"], "harness_pool_size": d["harness_pool_size"], "operators": operators}
         sources: dict[str, Any] = {"scenarios": d["scenarios"], "demo_manifests": d["demo_manifests"],
                                    "versions": d["versions"], "tiny_gold": d["tiny_gold"],
-                                   "tiny_gold_seed": d["tiny_gold_seed"]}
+                                   "tiny_gold_seed": d["tiny_gold_seed"], "preview_rooms": d["preview_rooms"]}
         if d.get("max_samples") is not None:
             sources["max_samples"] = d["max_samples"]
         build = d["build"]

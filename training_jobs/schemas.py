@@ -8,7 +8,8 @@ the API and ``manage.py build_hsa_dataset`` all use these.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -32,7 +33,9 @@ class Sources(BaseModel):
 
     - every comment of the selected demo *scenarios*, answered by the reference policy under each selected demo
       manifest and each selected approved harness version (``slug@number``);
-    - ``tiny_gold`` samples from the tiny model's seeded gold generator (the ``tiny_room`` harness).
+    - ``tiny_gold`` samples from the tiny model's seeded gold generator (the ``tiny_room`` harness);
+    - the recorded turns of the selected ``preview_rooms`` (interactive previews and scenario runs, by id) under
+      approved harness versions, each kept only when it is right (:mod:`training_jobs.hsa.recorded`).
 
     ``max_samples`` keeps an evenly spaced subset (deterministic), for quick datasets."""
 
@@ -47,6 +50,8 @@ class Sources(BaseModel):
                                 "the scenarios are also answered under.")
     tiny_gold: int = Field(0, ge=0, le=1_000_000, description="Samples from the tiny model's gold generator.")
     tiny_gold_seed: int = Field(0, ge=0, description="Seed of the tiny gold generator.")
+    preview_rooms: list[str] = Field(default_factory=list, description="Preview rooms and scenario runs (ids) "
+                                     "whose recorded turns become samples when the reference policy agrees.")
     max_samples: int | None = Field(None, ge=1, description="Keep at most this many samples (evenly spaced).")
 
     @field_validator("scenarios")
@@ -76,15 +81,27 @@ class Sources(BaseModel):
             raise ValueError(f"write versions as 'slug@number', not {bad}")
         return list(dict.fromkeys(v))
 
+    @field_validator("preview_rooms")
+    @classmethod
+    def _room_ids(cls, v: list[str]) -> list[str]:
+        bad = [r for r in v if not isinstance(r, str) or not _is_uuid(r)]
+        if bad:
+            raise ValueError(f"preview rooms are named by their id (a UUID), not {bad}")
+        return list(dict.fromkeys(str(uuid.UUID(r)) for r in v))
+
     @model_validator(mode="after")
     def _something(self) -> Sources:
         scenario_part = self.scenarios and (self.demo_manifests or self.versions)
-        if not scenario_part and not self.tiny_gold:
-            raise ValueError("no samples: pick scenarios and a harness to answer them under, or tiny gold samples")
+        if not scenario_part and not self.tiny_gold and not self.preview_rooms:
+            raise ValueError("no samples: pick scenarios and a harness to answer them under, tiny gold samples or "
+                             "recorded preview rooms")
         return self
 
-    def collect(self, versions: Mapping[str, Manifest] | None = None) -> list[Sample]:
-        """The canonical samples, in a fixed order. ``versions``: the manifest of each ``versions`` entry."""
+    def collect(self, versions: Mapping[str, Manifest] | None = None, recorded: Sequence[Sample] = ()
+                ) -> list[Sample]:
+        """The canonical samples, in a fixed order. ``versions``: the manifest of each ``versions`` entry;
+        ``recorded``: the samples of the ``preview_rooms``' recorded turns
+        (:func:`training_jobs.hsa.recorded.recorded_samples`)."""
         versions = versions or {}
         samples: list[Sample] = []
         harnesses: list[str | tuple[str, Manifest]] = [*self.demo_manifests]
@@ -94,10 +111,19 @@ class Sources(BaseModel):
             samples += scenario_samples(harnesses, [paths[s] for s in self.scenarios])
         if self.tiny_gold:
             samples += tiny_model_samples(self.tiny_gold, seed=self.tiny_gold_seed)
+        samples += recorded
         if self.max_samples and len(samples) > self.max_samples:
             step = len(samples) / self.max_samples
             samples = [samples[math.floor(i * step)] for i in range(self.max_samples)]
         return samples
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def located_errors(exc: ValidationError, prefix: str = "") -> list[dict[str, str]]:

@@ -184,3 +184,76 @@ def dataset_sample(*, dataset: Dataset, index: int) -> dict[str, Any]:
         "diff": diff,
         "count": len(rows),
     }
+
+
+# --- recorded turns (a sample source) -----------------------------------------------------------------------------
+
+
+def recordable_rooms(*, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest preview rooms and scenario runs with answered turns, for the recipe form: ``{"id", "label"}``."""
+    from django.db.models import Count, Q
+
+    from streams.models import PreviewRoom
+
+    rooms = (PreviewRoom.objects.select_related("harness_version__harness", "scenario")
+             .annotate(replies=Count("events", filter=Q(events__type="reply")))
+             .filter(replies__gt=0).order_by("-created_at")[:limit])
+    out = []
+    for r in rooms:
+        what = "scenario run" if r.is_run else "preview"
+        scenario = f" · {r.scenario.slug}" if r.scenario_id else ""
+        version = r.harness_version
+        out.append({"id": str(r.pk), "label": f"{what}{scenario} · {version.harness.slug} v{version.number} · "
+                                              f"{r.replies} turn{'s' if r.replies != 1 else ''} · "
+                                              f"{r.created_at:%Y-%m-%d %H:%M}"})
+    return out
+
+
+def recorded_turns(*, room_ids: Sequence[str]) -> tuple[list[Any], dict[str, int]]:
+    """The answered turns of these rooms as :class:`training_jobs.hsa.recorded.RecordedTurn` (oldest first per
+    room), and the turns left out before judging, by reason: ``unapproved_version`` (a draft or a rejected
+    version: no training data from a harness compliance has not approved), ``no_room_state`` (recorded before
+    turns stored the room they started from)."""
+    from harness_editor.models import HarnessVersion
+    from streams.engine.events import EVENT_TYPES
+    from streams.models import PreviewEvent, PreviewRoom
+    from training_jobs.hsa.recorded import RecordedTurn
+
+    engine_types = set(EVENT_TYPES)
+    turns: list[RecordedTurn] = []
+    skipped: dict[str, int] = {}
+    manifests: dict[int, Manifest | None] = {}
+    for room in PreviewRoom.objects.filter(pk__in=list(room_ids)).order_by("created_at"):
+        by_turn: dict[str, dict[str, Any]] = {}
+        for turn_id, kind, payload in (PreviewEvent.objects.filter(room=room).exclude(turn_id="").order_by("seq")
+                                       .values_list("turn_id", "type", "payload").iterator(chunk_size=2000)):
+            t = by_turn.setdefault(turn_id, {"comments": [], "started": None, "events": []})
+            if kind == "viewer_comment":
+                t["comments"].append(payload)
+            elif kind == "turn_started":
+                t["started"] = payload
+            elif kind in engine_types:
+                t["events"].append({**payload, "type": kind} if "type" not in payload else payload)
+        for turn_id, t in by_turn.items():
+            started = t["started"]
+            if started is None or not any(e.get("type") == "reply" for e in t["events"]):
+                continue  # queued, running or failed: nothing answered
+            version_id = (started.get("version") or {}).get("id")
+            if version_id not in manifests:
+                v = HarnessVersion.objects.filter(pk=version_id).first()
+                manifests[version_id] = v.manifest if v is not None and v.status == HarnessVersion.Status.APPROVED \
+                    else None
+            manifest = manifests[version_id]
+            if manifest is None:
+                skipped["unapproved_version"] = skipped.get("unapproved_version", 0) + 1
+                continue
+            if not isinstance(started.get("room"), dict):
+                skipped["no_room_state"] = skipped.get("no_room_state", 0) + 1
+                continue
+            kind = "run" if room.is_run else "preview"
+            turns.append(RecordedTurn(
+                id=f"{room.pk}:{turn_id}", manifest=manifest, room=started["room"], comments=t["comments"],
+                events=t["events"], source=f"{kind}:{room.pk}", faults=started.get("faults") or {},
+                meta={"room": str(room.pk), "turn": turn_id, "version": started.get("version"),
+                      "minute": started.get("minute")}))
+    return turns, skipped

@@ -34,6 +34,7 @@ from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from harness_editor.models import HarnessVersion
 from harness_editor.schemas import content_hash, manifest_to_json
+from training_jobs import selectors
 from training_jobs.hsa.dataset import (
     BuildCancelled,
     BuildResult,
@@ -173,6 +174,35 @@ def version_manifests(refs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _check_rooms(room_ids: Sequence[str]) -> None:
+    """ValidationFailed (path ``sources.preview_rooms[i]``) for a room that does not exist."""
+    from streams.models import PreviewRoom
+
+    known = {str(pk) for pk in PreviewRoom.objects.filter(pk__in=list(room_ids)).values_list("pk", flat=True)}
+    errors = [{"path": f"sources.preview_rooms[{i}]", "message": f"no preview room or scenario run {r}"}
+              for i, r in enumerate(room_ids) if r not in known]
+    if errors:
+        raise ValidationFailed("the source selection is invalid", errors=errors)
+
+
+def collect_samples(sources: Sources) -> tuple[list[Sample], dict[str, Any] | None]:
+    """The canonical samples of a source selection (the worker's and ``build_hsa_dataset``'s one way), and what
+    became of the recorded turns of its preview rooms (``{"considered", "kept", "rejected", "examples"}``;
+    None without rooms)."""
+    from training_jobs.hsa.recorded import recorded_samples
+
+    recorded: list[Sample] = []
+    report = None
+    if sources.preview_rooms:
+        turns, skipped = selectors.recorded_turns(room_ids=sources.preview_rooms)
+        recorded, stats = recorded_samples(turns)
+        stats.considered += sum(skipped.values())
+        for reason, n in skipped.items():
+            stats.rejected[reason] = stats.rejected.get(reason, 0) + n
+        report = stats.to_dict()
+    return sources.collect(version_manifests(sources.versions), recorded=recorded), report
+
+
 def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | None, Sources]:
     """Parse and check a build request; ValidationFailed with every located error (``recipe.seed``,
     ``sources.scenarios``) when anything is wrong."""
@@ -195,6 +225,7 @@ def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | No
     if errors:
         raise ValidationFailed("the dataset request is invalid", errors=errors)
     version_manifests(parsed_sources.versions)
+    _check_rooms(parsed_sources.preview_rooms)
     return parsed_recipe, parsed_sources
 
 
@@ -309,8 +340,7 @@ def dataset_build_run(*, dataset_id) -> Dataset:
     out = datasets_dir() / str(locked.pk)
     try:
         recipe = parse_recipe(locked.recipe) if locked.kind == Dataset.Kind.HSA else None
-        sources = parse_sources(locked.sources)
-        samples = sources.collect(version_manifests(sources.versions))
+        samples, recorded = collect_samples(parse_sources(locked.sources))
         total = len(samples) * (recipe.variants_per_sample if recipe is not None else 1)
         Dataset.objects.filter(pk=locked.pk).update(sample_count=len(samples), progress_total=total,
                                                     stage="building rows")
@@ -328,5 +358,7 @@ def dataset_build_run(*, dataset_id) -> Dataset:
             message = f"{type(exc).__name__}: {exc}"
         return _finish(locked.pk, status=Status.FAILED, error=message)
     stats = result.stats.to_dict()
+    if recorded is not None:
+        stats["recorded_turns"] = recorded
     return _finish(locked.pk, status=Status.SUCCEEDED, stats=stats, artifact_path=str(out),
                    row_counts={locked.split: result.stats.rows}, progress_done=total, progress_total=total)

@@ -218,6 +218,42 @@ def infer_intent(text: str, persona_kind: str) -> str | None:
     return None
 
 
+_LINK_ID_RE = re.compile(r"(?<![\d.$])#?(\d{2,})(?![\d.%])")
+
+
+def mentioned_link_id(text: str, room: Mapping[str, Any]) -> int | None:
+    """The one product of the room a comment names: a link id ("#101", "link 101") or the last word(s) of its
+    short title ("the dryer"); None when it names none or several."""
+    from training_jobs.tiny_model.gold import product_aliases
+
+    ids = {p.get("link_id") for p in room.get("products") or []}
+    by_id = {int(m.group(1)) for m in _LINK_ID_RE.finditer(text)} & ids
+    if by_id:
+        return by_id.pop() if len(by_id) == 1 else None
+    low = text.lower()
+    named = {lid for lid, aliases in product_aliases(dict(room)).items()
+             if any(re.search(rf"\b{re.escape(a)}\b", low) for a in aliases)}
+    return named.pop() if len(named) == 1 else None
+
+
+def gold_comment(text: str, *, viewer: str, room: Mapping[str, Any], persona_kind: str = "",
+                 link_ids: Sequence[int] = (), infer_product: bool = False) -> GoldComment | None:
+    """What the reference policy needs to answer a comment (its intent from the words, the product, the
+    shipping region, the condition asked about), or None when it cannot answer it. ``link_ids``: the products
+    the comment is known to be about (a scenario says); ``infer_product``: else read it from the text."""
+    intent = infer_intent(text, persona_kind)
+    if intent is None:
+        return None
+    link_id = link_ids[0] if link_ids else (mentioned_link_id(text, room) if infer_product else None)
+    if intent in ("price", "stock", "compliance") and link_id is None:
+        return None
+    regions = (room.get("shipping") or {}).get("regions") or {}
+    region = next((r for r in regions if r.lower() in text.lower()), "")
+    cond = _CONDITION_RE.search(text)
+    return GoldComment(text, intent, viewer, link_id=link_id, region=region,  # type: ignore[arg-type]
+                       condition=cond.group(0).lower() if cond else "")
+
+
 def scenario_samples(manifest_names: Sequence[str | tuple[str, Manifest]] = ("skincare_v1", "skincare_v2",
                                                                           "skincare_v3"),
                      scenario_paths: Iterable[Path] | None = None, *, step_minutes: float = 1.0) -> list[Sample]:
@@ -235,17 +271,10 @@ def scenario_samples(manifest_names: Sequence[str | tuple[str, Manifest]] = ("sk
         scenario = load_scenario(path)
         for tick in ScenarioRun(scenario).iter_ticks(step_minutes):
             for c in tick.comments:
-                intent = infer_intent(c.text, c.persona_kind)
-                if intent is None:
+                gold = gold_comment(c.text, viewer=c.viewer_name, persona_kind=c.persona_kind, link_ids=c.link_ids,
+                                    room=tick.room)
+                if gold is None:
                     continue
-                link_id = c.link_ids[0] if c.link_ids else None
-                if intent in ("price", "stock", "compliance") and link_id is None:
-                    continue
-                regions = (tick.room.get("shipping") or {}).get("regions") or {}
-                region = next((r for r in regions if r.lower() in c.text.lower()), "")
-                cond = _CONDITION_RE.search(c.text)
-                gold = GoldComment(c.text, intent, c.viewer_name, link_id=link_id, region=region,  # type: ignore[arg-type]
-                                   condition=cond.group(0).lower() if cond else "")
                 comments = [{"viewer": c.viewer_name, "text": c.text}]
                 for name, manifest in manifests:
                     try:

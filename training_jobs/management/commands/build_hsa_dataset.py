@@ -47,6 +47,8 @@ class Command(BaseCommand):
                             "(read from the database)")
         parser.add_argument("--tiny-gold", type=int, default=0, help="samples from the tiny gold generator")
         parser.add_argument("--tiny-gold-seed", type=int, default=0)
+        parser.add_argument("--preview-rooms", default=None, help="comma-separated preview room / scenario run "
+                            "ids whose recorded turns become samples when they are right (read from the database)")
         parser.add_argument("--max-samples", type=int, default=None)
         parser.add_argument("--no-progress", action="store_true")
 
@@ -77,7 +79,7 @@ class Command(BaseCommand):
     def _sources(self, o) -> Sources:
         data: dict = {"tiny_gold": o["tiny_gold"], "tiny_gold_seed": o["tiny_gold_seed"],
                       "max_samples": o["max_samples"]}
-        for key in ("scenarios", "demo_manifests", "versions"):
+        for key in ("scenarios", "demo_manifests", "versions", "preview_rooms"):
             value = _csv(o[key])
             if value is not None:
                 data[key] = value
@@ -94,12 +96,15 @@ class Command(BaseCommand):
         kind = "fixed_harness" if o["fixed_harness"] else "hsa"
         recipe = None if o["fixed_harness"] else self._recipe(o)
         sources = self._sources(o)
+        self.stdout.write("collecting samples ...")
         try:
-            versions = services.version_manifests(sources.versions) if sources.versions else {}
+            services.validate_build(kind=kind, recipe=recipe, sources=sources)
+            samples, recorded = services.collect_samples(sources)
         except ValidationFailed as exc:
             raise CommandError("; ".join(f"{e['path']}: {e['message']}" for e in exc.errors)) from None
-        self.stdout.write("collecting samples ...")
-        samples = sources.collect(versions)
+        if recorded is not None:
+            self.stdout.write(f"recorded turns: {recorded['kept']} of {recorded['considered']} kept; left out: "
+                              + (", ".join(f"{k} {n}" for k, n in recorded["rejected"].items()) or "none"))
         total = len(samples) * (recipe.variants_per_sample if recipe else 1)
         self.stdout.write(f"{len(samples)} samples -> {total} rows ({kind})")
         bar = None
