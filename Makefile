@@ -48,7 +48,7 @@ seed: migrate
 	$(BIN)/python manage.py seed_demo
 
 worker: install
-	$(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l info
+	$(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -B -s var/celerybeat-schedule -l info
 
 web: install
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
@@ -63,7 +63,7 @@ run: seed
 	@trap 'kill 0' EXIT INT TERM; \
 	  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) \
 	    --port $(MODEL_PORT) & \
-	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -l warning & \
+	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -B -s var/celerybeat-schedule -l warning & \
 	  HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
 
 test: install

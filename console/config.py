@@ -37,6 +37,11 @@ class ConsoleSettings(BaseSettings):
     local_model_name: str = Field(default=str(BASE_DIR / "models" / "demo-tiny"), min_length=1,
                                   description="the model name the local server accepts")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
+    heartbeat_every_s: float = Field(default=10.0, gt=0, le=60,
+                                     description="how often a running job on a worker says it is alive")
+    heartbeat_stale_s: float = Field(default=60.0, gt=0, description="a running job silent for this long is "
+                                     "marked failed (its worker died)")
+    sweep_every_s: float = Field(default=20.0, gt=0, description="how often the sweep for dead jobs runs")
 
     @field_validator("database_url")
     @classmethod

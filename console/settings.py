@@ -107,6 +107,13 @@ else:
     CELERY_RESULT_BACKEND = f"file://{CELERY_QUEUE_DIR / 'results'}"
     (CELERY_QUEUE_DIR / "results").mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = ENV.celery_always_eager
+HEARTBEAT_EVERY_S = ENV.heartbeat_every_s
+HEARTBEAT_STALE_S = ENV.heartbeat_stale_s
+# Run by `celery beat` (`make run` embeds it in its worker with -B): finds jobs whose worker died.
+CELERY_BEAT_SCHEDULE = {
+    "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},
+    "scenario-runs-sweep-stalled": {"task": "streams.scenario_runs_sweep_stalled", "schedule": ENV.sweep_every_s},
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True

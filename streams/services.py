@@ -665,6 +665,25 @@ def _play_fail(*, room_id, token: str | None, message: str) -> None:
                                                                              "minute": locked.scenario_minute})
 
 
+def scenario_run_sweep_stalled(*, now=None) -> list[str]:
+    """Fail the scenario runs no worker advances any more: a running run's clock ticks every few seconds (every
+    ``WAIT_TICK_S`` while a turn runs, and a turn is cut at ``LOST_TURN_S``), so a clock silent for longer than
+    that plus ``HEARTBEAT_STALE_S`` means the worker died and its tick was lost. Returns their ids. Run by the
+    periodic task ``streams.scenario_runs_sweep_stalled``."""
+    from console.heartbeat import stale_before
+
+    now = now or timezone.now()
+    limit = stale_before(now, LOST_TURN_S + settings.HEARTBEAT_STALE_S)
+    stalled = list(PreviewRoom.objects.filter(kind=PreviewRoom.Kind.RUN, run_status=PreviewRoom.RunStatus.RUNNING,
+                                              playing=True, clock_ticked_at__lt=limit)
+                   .values_list("pk", "clock_ticked_at"))
+    for room_id, last in stalled:
+        _play_fail(room_id=room_id, token=None, message=(
+            f"WorkerLost: no worker advanced this run since {last:%Y-%m-%d %H:%M:%S} UTC "
+            f"({int((now - last).total_seconds())} s): the worker was stopped or killed. Start the run again."))
+    return [str(pk) for pk, _ in stalled]
+
+
 def preview_play_nudge(*, room_id) -> bool:
     """After a turn: if the room is playing, tick now rather than at the next poll (the tick carries the
     current token, so it and the scheduled one cannot both act). Returns whether a tick was queued."""

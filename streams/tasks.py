@@ -37,3 +37,9 @@ def preview_clock_tick(room_id: str, token: str) -> dict:
         return services.preview_clock_tick(room_id=room_id, token=token)
     finally:
         publish_flush(timeout=5)
+
+
+@shared_task(name="streams.scenario_runs_sweep_stalled", ignore_result=True, time_limit=60)
+def scenario_runs_sweep_stalled() -> list[str]:
+    """Periodic (CELERY_BEAT_SCHEDULE): fail the scenario runs whose worker died."""
+    return services.scenario_run_sweep_stalled()

@@ -101,24 +101,26 @@ def harness_with_history(manager, reviewer, demo_manifest):
     return {"harness": v1.harness, "v1": v1, "v2": v2, "v3": v3}
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker (a separate process) on the configured broker, for the whole session."""
+def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log", env_extra: dict | None = None):
+    """A real Celery worker (a separate process) on the configured broker and the test database, consuming
+    ``queues``; returns (process, log file) once it answers a ping."""
     import os
+    import socket
     import subprocess
     import sys
     import time
 
     from django.conf import settings
 
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("postgresql"):  # point the worker at the test database
         env["DATABASE_URL"] = (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
                                f"{db['PORT'] or 5432}/{db['NAME']}")
-    log = open(Path(settings.ENV.data_dir) / "test-worker.log", "w")
+    log = open(Path(settings.ENV.data_dir) / log_name, "w")
+    name = f"{log_name.removesuffix('.log')}@{socket.gethostname()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "celery,gpu", "--pool", "solo",
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "--pool", "solo", "-n", name,
          "--concurrency", "1", "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=Path(__file__).resolve().parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
@@ -128,18 +130,31 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"celery worker exited with {proc.returncode}; see {log.name}")
-        if app.control.ping(timeout=0.5):
+        if app.control.ping(destination=[name], timeout=0.5):
             break
     else:
         proc.terminate()
         raise RuntimeError(f"celery worker did not answer within 60 s; see {log.name}")
-    yield proc
+    return proc, log
+
+
+def stop_worker(proc, log) -> None:
+    import subprocess
+
     proc.terminate()
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker (a separate process) on the configured broker, for the whole session."""
+    proc, log = start_worker()
+    yield proc
+    stop_worker(proc, log)
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,8 @@ class Dataset(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="last sign of life of the worker running it (console.heartbeat)")
 
     class Meta:
         ordering = ["-created_at"]

@@ -26,11 +26,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from pydantic import ValidationError
 
 from console import roles
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
+from console.heartbeat import Heartbeat, stale_before
 from console.services import audit_record
 from harness_editor.models import HarnessVersion
 from harness_editor.schemas import content_hash, manifest_to_json
@@ -338,6 +340,11 @@ def dataset_build_run(*, dataset_id) -> Dataset:
         locked.save(update_fields=["status", "started_at", "stage"])
     callbacks = _Throttled(locked.pk)
     out = datasets_dir() / str(locked.pk)
+    with Heartbeat(Dataset, locked.pk):
+        return _build(locked, callbacks, out)
+
+
+def _build(locked: Dataset, callbacks: _Throttled, out: Path) -> Dataset:
     try:
         recipe = parse_recipe(locked.recipe) if locked.kind == Dataset.Kind.HSA else None
         samples, recorded = collect_samples(parse_sources(locked.sources))
@@ -362,3 +369,31 @@ def dataset_build_run(*, dataset_id) -> Dataset:
         stats["recorded_turns"] = recorded
     return _finish(locked.pk, status=Status.SUCCEEDED, stats=stats, artifact_path=str(out),
                    row_counts={locked.split: result.stats.rows}, progress_done=total, progress_total=total)
+
+
+def dataset_sweep_stalled(*, now=None) -> list[str]:
+    """Fail the running builds whose worker died: no heartbeat for ``HEARTBEAT_STALE_S`` (a build that was
+    being cancelled ends cancelled). Their half-written folders are removed. Returns their ids. Run by the
+    periodic task ``training_jobs.datasets_sweep_stalled``."""
+    now = now or timezone.now()
+    limit = stale_before(now)
+    stalled = (Dataset.objects.filter(status=Status.RUNNING)
+               .filter(Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)))
+    failed = []
+    for d in stalled:
+        with transaction.atomic():  # the worker may have come back and finished it meanwhile
+            locked = Dataset.objects.select_for_update().get(pk=d.pk)
+            last = locked.heartbeat_at or locked.started_at
+            if locked.status != Status.RUNNING or last is None or last >= limit:
+                continue
+        for tmp in datasets_dir().glob(f".tmp-{locked.pk}-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        if locked.cancel_requested:
+            _finish(locked.pk, status=Status.CANCELLED)
+        else:
+            _finish(locked.pk, status=Status.FAILED, error=(
+                f"WorkerLost: the worker running this build stopped answering (last heartbeat "
+                f"{last:%Y-%m-%d %H:%M:%S} UTC, {int((now - last).total_seconds())} s before the check): it was "
+                f"killed, ran out of memory or lost the database. Nothing was kept; start the build again."))
+        failed.append(str(locked.pk))
+    return failed

@@ -15,3 +15,9 @@ BUILD_SOFT_TIME_LIMIT_S = 6 * 3600
 def dataset_build(dataset_id: str) -> dict:
     dataset = services.dataset_build_run(dataset_id=dataset_id)
     return {"dataset_id": str(dataset.pk), "status": dataset.status}
+
+
+@shared_task(name="training_jobs.datasets_sweep_stalled", ignore_result=True, time_limit=60)
+def datasets_sweep_stalled() -> list[str]:
+    """Periodic (CELERY_BEAT_SCHEDULE): fail the builds whose worker died."""
+    return services.dataset_sweep_stalled()

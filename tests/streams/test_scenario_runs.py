@@ -252,6 +252,29 @@ def test_a_tick_that_breaks_fails_the_run(manager, harness_with_history, scripte
     assert "scenario store unreachable" in run.error and event_types(run.pk)[-1] == "play_failed"
 
 
+def test_a_run_no_worker_advances_is_failed_by_the_sweep(manager, harness_with_history, scripted_model, quick,
+                                                        queued, django_capture_on_commit_callbacks, settings):
+    capture = django_capture_on_commit_callbacks
+    with capture(execute=True):
+        run = services.scenario_run_start(user=manager, version=harness_with_history["v1"], scenario=quick,
+                                          endpoint=scripted_model)
+    run.refresh_from_db()
+    _tick(run, run.tick_token, timezone.now(), capture)  # the worker takes it: running
+    run.refresh_from_db()
+    assert run.run_status == "running"
+    silent = services.LOST_TURN_S + settings.HEARTBEAT_STALE_S
+    assert services.scenario_run_sweep_stalled(now=run.clock_ticked_at + dt.timedelta(seconds=silent - 5)) == []
+    # ... then the worker died with its tick: nothing advances the clock any more
+    later = run.clock_ticked_at + dt.timedelta(seconds=silent + 5)
+    assert services.scenario_run_sweep_stalled(now=later) == [str(run.pk)]
+    run.refresh_from_db()
+    assert (run.run_status, run.status, run.playing) == ("failed", "closed", False)
+    assert run.error.startswith("WorkerLost: no worker advanced this run") and run.summary
+    assert event_types(run.pk)[-1] == "play_failed"
+    assert services.scenario_run_sweep_stalled(now=later) == []
+    assert tasks.scenario_runs_sweep_stalled.name == "streams.scenario_runs_sweep_stalled"
+
+
 def test_closing_a_run_before_its_end_fails_it(manager, harness_with_history, scripted_model, quick, queued,
                                                django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
