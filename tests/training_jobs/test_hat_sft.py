@@ -1,0 +1,146 @@
+"""Stage 1 (HSA-SFT) for real with TRL on the project's tiny model, on a dataset the HSA builder wrote: a few
+steps train (finite loss, weights change), checkpoints resume, a cooperative stop saves a checkpoint and a
+resumed run finishes the same schedule, and the final directory loads and generates. All training tests of
+this stage are in this one module (TRL's import cost)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from training_jobs.hat.config import LoraSettings, SFTStageConfig
+from training_jobs.hat.sft import load_sft_dataset, run_sft
+from training_jobs.hat.stage import latest_checkpoint, launch_command
+from training_jobs.hsa.dataset import Recipe, build_to_disk
+from training_jobs.hsa.samples import tiny_model_samples
+from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
+
+FAST = dict(max_steps=6, per_device_batch_size=2, learning_rate=5e-3, save_steps=3, max_length=512, threads=2)
+
+
+class Recorder:
+    def __init__(self, stop_at_step: int | None = None):
+        self.points, self.lines, self.stop_at_step = [], [], stop_at_step
+
+    def report(self, point):
+        self.points.append(point)
+
+    def log(self, line):
+        self.lines.append(line)
+
+    def should_stop(self):
+        return self.stop_at_step is not None and bool(self.points) and self.points[-1]["step"] >= self.stop_at_step
+
+
+@pytest.fixture(scope="module")
+def hsa_dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hsa") / "ds"
+    build_to_disk(tiny_model_samples(24, seed=5), Recipe(variants_per_sample=2, harness_pool_size=4), out)
+    return out / "dataset"
+
+
+def _weights(model_dir):
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(model_dir) / "model.safetensors"))
+
+
+def test_a_few_steps_train_save_and_reload(hsa_dataset, tmp_path):
+    rec = Recorder()
+    result = run_sft(SFTStageConfig(**FAST), model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path,
+                     reporter=rec)
+    assert (result.steps, result.max_steps, result.stopped) == (6, 6, False)
+    losses = [p["loss"] for p in rec.points if "loss" in p]
+    assert losses and all(0 < x < 50 for x in losses)
+    assert [p["step"] for p in rec.points if "loss" in p] == list(range(1, 7))
+    assert all("learning_rate" in p for p in rec.points if "loss" in p) and "eta_s" in rec.points[-2]
+    before, after = _weights(DEMO_MODEL_DIR), _weights(result.final_dir)
+    assert before.keys() == after.keys()
+    assert any(not (before[k] == after[k]).all() for k in before)  # parameters changed
+    assert latest_checkpoint(tmp_path).name == "checkpoint-6"
+    assert (result.final_dir / "chat_template.jinja").exists() and (result.final_dir / "tokenizer.json").exists()
+    stage = json.loads((tmp_path / "stage.json").read_text())
+    assert stage["config"]["max_steps"] == 6 and stage["metrics"]["samples_per_s"] > 0
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(result.final_dir)
+    model = AutoModelForCausalLM.from_pretrained(result.final_dir)
+    ids = tok.apply_chat_template([{"role": "user", "content": "how much is #101?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=4, do_sample=False)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+
+
+def test_a_stop_saves_a_checkpoint_and_resume_finishes_the_schedule(hsa_dataset, tmp_path):
+    config = SFTStageConfig(**{**FAST, "save_steps": 100})
+    stopped = run_sft(config, model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path,
+                      reporter=Recorder(stop_at_step=2))
+    assert stopped.stopped and stopped.final_dir is None and 2 <= stopped.steps < 6
+    assert stopped.checkpoint_dir.name == f"checkpoint-{stopped.steps}" and not (tmp_path / "final").exists()
+    rec = Recorder()
+    resumed = run_sft(config, model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path, reporter=rec)
+    assert not resumed.stopped and resumed.steps == 6 and resumed.final_dir.is_dir()
+    assert any(line.startswith(f"resuming from checkpoint-{stopped.steps}") for line in rec.lines)
+    assert [p["step"] for p in rec.points if "loss" in p][0] == stopped.steps + 1  # continues, not restarts
+    assert resumed.metrics["steps_this_run"] == 6 - stopped.steps
+
+
+def test_lora_adapters_are_merged_into_the_final_model(hsa_dataset, tmp_path):
+    config = SFTStageConfig(**{**FAST, "max_steps": 2}, lora=LoraSettings(r=4, alpha=8, target_modules=["q_proj",
+                                                                                                        "v_proj"]))
+    result = run_sft(config, model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path)
+    weights = _weights(result.final_dir)
+    assert not any("lora" in k for k in weights) and weights.keys() == _weights(DEMO_MODEL_DIR).keys()
+
+
+def test_a_dataset_without_conversations_is_refused(tmp_path):
+    from datasets import Dataset
+
+    Dataset.from_dict({"text": ["hello"]}).save_to_disk(str(tmp_path / "plain"))
+    with pytest.raises(ValueError, match="no messages, tools column"):
+        load_sft_dataset(tmp_path / "plain")
+
+
+def test_several_gpus_launch_through_accelerate():
+    one = launch_command("sft", SFTStageConfig(), ["--config", "c.json"], python="py")
+    assert one == ["py", "-m", "training_jobs.hat.cli", "sft", "--config", "c.json"]
+    four = launch_command("sft", SFTStageConfig(device="cuda", bf16=True, num_processes=4), ["--config", "c.json"],
+                          python="py")
+    assert four[:3] == ["py", "-m", "accelerate.commands.launch"]
+    assert four[four.index("--num_processes") + 1] == "4" and four[four.index("--mixed_precision") + 1] == "bf16"
+    assert four[-5:] == ["-m", "training_jobs.hat.cli", "sft", "--config", "c.json"]
+    from accelerate.commands.launch import launch_command_parser  # what accelerate itself makes of it
+
+    args = launch_command_parser().parse_args(four[3:])
+    assert (args.num_processes, args.mixed_precision, args.module) == (4, "bf16", True)
+    assert (args.training_script, args.training_script_args) == ("training_jobs.hat.cli", ["sft", "--config", "c.json"])
+
+
+def test_the_cli_reports_json_lines_and_stops_on_sigterm(hsa_dataset, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    config = tmp_path / "sft.json"
+    config.write_text(SFTStageConfig(**{**FAST, "max_steps": 500, "save_steps": 1000}).model_dump_json())
+    proc = subprocess.Popen([sys.executable, "-m", "training_jobs.hat.cli", "sft", "--config", str(config),
+                             "--model", str(DEMO_MODEL_DIR), "--dataset", str(hsa_dataset), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            cwd=Path(__file__).resolve().parents[2])
+    events = []
+    for line in proc.stdout:
+        events.append(json.loads(line))
+        if events[-1]["event"] == "progress" and events[-1].get("step", 0) >= 2 and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            break
+    events += [json.loads(line) for line in proc.stdout]
+    assert proc.wait(timeout=120) == 0
+    result = events[-1]
+    assert result["event"] == "result" and result["stopped"] is True and result["final_dir"] is None
+    assert 2 <= result["steps"] < 500 and Path(result["checkpoint_dir"]).name == f"checkpoint-{result['steps']}"
+    assert any(e["event"] == "log" and "stopping at step" in e["line"] for e in events)

@@ -1,0 +1,115 @@
+"""One typed config per HAT stage (TRL style: every field documented, safe defaults that run on a CPU).
+
+The same config runs a stage on a CPU worker with the project's tiny model (tests, CI, the embedded default)
+and on a GPU worker with a real base model: only the values differ (``device``, ``bf16``, batch sizes, steps).
+Configs are stored with each job (a snapshot) and validated with path-precise errors before a job is queued.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class LoraSettings(BaseModel):
+    """Optional LoRA adapters (peft) instead of full fine-tuning."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1, le=512, description="Adapter rank.")
+    alpha: int = Field(32, ge=1, le=4096, description="LoRA alpha (scaling = alpha / r).")
+    dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the adapter inputs.")
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+                                      min_length=1, description="Module names the adapters wrap.")
+
+
+class StageConfig(BaseModel):
+    """What every stage shares: the optimisation schedule, checkpoints, logging and the device."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(40, ge=1, le=1_000_000, description="Optimizer steps of this stage.")
+    per_device_batch_size: int = Field(4, ge=1, le=1024, description="Samples per device per step.")
+    gradient_accumulation_steps: int = Field(1, ge=1, le=1024, description="Micro-batches per optimizer step.")
+    learning_rate: float = Field(1e-3, gt=0, le=1, description="Peak learning rate.")
+    lr_scheduler: Literal["cosine", "linear", "constant", "constant_with_warmup"] = Field(
+        "cosine", description="Learning-rate schedule after warm-up.")
+    warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of the steps spent warming up.")
+    weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, le=1000, description="Gradient clipping.")
+    seed: int = Field(0, ge=0, description="Seed of data order, sampling and initialisation of new weights.")
+    save_steps: int = Field(20, ge=1, description="Save a checkpoint every this many steps (also on cancel and "
+                                                  "at the end); a job resumes from the latest one.")
+    save_total_limit: int = Field(2, ge=1, le=100, description="Checkpoints kept on disk.")
+    logging_steps: int = Field(1, ge=1, description="Report loss, learning rate and speed every this many steps.")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="Where to train: 'cpu' (tiny models, CI) or "
+                                                              "'cuda' (a GPU worker).")
+    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU only).")
+    threads: int = Field(2, ge=1, le=256, description="CPU threads for torch (device 'cpu').")
+    num_processes: int = Field(1, ge=1, le=64, description="GPUs on this host: more than 1 launches the stage "
+                                                           "with `accelerate launch` (data parallel).")
+    lora: LoraSettings | None = Field(None, description="Train LoRA adapters instead of every weight.")
+
+    @model_validator(mode="after")
+    def _device_flags(self) -> StageConfig:
+        if self.device == "cpu" and self.bf16:
+            raise ValueError("bf16 needs device 'cuda'")
+        if self.device == "cpu" and self.num_processes > 1:
+            raise ValueError("several processes need GPUs (device 'cuda')")
+        return self
+
+
+class SFTStageConfig(StageConfig):
+    """Stage 1, HSA-SFT (``trl.SFTTrainer``): supervised fine-tuning on an HSA dataset (or, for the baseline,
+    on a fixed-harness dataset) in TRL's conversational format, tools in the chat template, loss on the
+    assistant turns only."""
+
+    max_length: int = Field(1024, ge=32, le=131_072, description="Tokens per sample (longer ones are cut).")
+    assistant_only_loss: bool = Field(True, description="Loss on the assistant's tokens only (tool calls and "
+                                                        "replies), not on the prompt, skills or tool results.")
+    max_samples: int | None = Field(None, ge=1, description="Train on at most this many rows of the dataset.")
+
+
+class DistillStageConfig(StageConfig):
+    """Stage 2, general on-policy distillation: the student samples, the frozen pre-SFT base model is the
+    teacher, reverse KL, on general instruction prompts."""
+
+    learning_rate: float = Field(5e-4, gt=0, le=1, description="Peak learning rate.")
+    lmbda: float = Field(1.0, ge=0, le=1, description="Share of batches that are on-policy (student samples).")
+    beta: float = Field(1.0, ge=0, le=1, description="Generalised JSD interpolation: 1.0 is the reverse KL.")
+    temperature: float = Field(0.9, gt=0, le=2, description="Sampling temperature of the student.")
+    max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens the student samples per prompt.")
+    max_length: int = Field(512, ge=32, le=131_072, description="Prompt plus completion tokens.")
+    general_prompts: int = Field(200, ge=1, le=100_000, description="General instruction prompts to use "
+                                                                    "(IFEval and the shipped general set).")
+
+
+class RLStageConfig(StageConfig):
+    """Stage 3, HSA agentic RL (``trl.GRPOTrainer``): rollouts act in the live-room simulator through the turn
+    engine under original and HSA-augmented harness states; four rewards normalised per group."""
+
+    learning_rate: float = Field(2e-4, gt=0, le=1, description="Peak learning rate.")
+    num_generations: int = Field(4, ge=2, le=64, description="Rollouts per prompt (the group).")
+    max_completion_length: int = Field(96, ge=8, le=16_384, description="Tokens per model call of a rollout.")
+    temperature: float = Field(0.9, gt=0, le=2, description="Sampling temperature of rollouts.")
+    augment_probability: float = Field(0.5, ge=0, le=1, description="Share of rollouts under an HSA-augmented "
+                                                                    "harness state (the rest: the original).")
+    reward_weights: dict[str, float] = Field(
+        default_factory=lambda: {"accuracy": 1.0, "effectiveness": 1.0, "tool_rationality": 1.0,
+                                 "skill_selection": 0.5},
+        description="Weight of each reward after normalisation within its group.")
+    reasoning_budget: int = Field(64, ge=0, description="Reasoning tokens allowed before the length penalty.")
+    reasoning_penalty: float = Field(0.01, ge=0, le=1, description="Penalty per reasoning token over budget.")
+    prompts: int = Field(64, ge=1, le=1_000_000, description="Simulator prompts (comments in their rooms).")
+
+
+class PipelineConfig(BaseModel):
+    """Stages 1 → 2 → 3, each starting from the previous stage's final checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
+    distill: DistillStageConfig | None = Field(default_factory=DistillStageConfig,
+                                               description="None skips stage 2.")
+    rl: RLStageConfig | None = Field(default_factory=RLStageConfig, description="None skips stage 3.")

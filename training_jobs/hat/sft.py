@@ -1,0 +1,55 @@
+"""Stage 1, HSA-SFT: ``trl.SFTTrainer`` on a dataset the HSA builder wrote (TRL's conversational format:
+``messages`` with tool calls whose arguments are JSON strings, ``tools`` as a JSON string), loss on the
+assistant's tokens only. The same function trains the fixed-harness baseline on a fixed-harness dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training_jobs.hat.config import SFTStageConfig
+from training_jobs.hat.progress import ProgressCallback, StageReporter
+from training_jobs.hat.stage import (
+    StageResult,
+    load_model,
+    peft_config,
+    reporter_or_null,
+    train_and_finish,
+    trainer_arguments,
+)
+
+
+def load_sft_dataset(dataset_dir: str | Path, max_samples: int | None = None):
+    """The rows of a dataset folder (``datasets.save_to_disk``) as SFTTrainer reads them: messages + tools."""
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(dataset_dir))
+    missing = {"messages", "tools"} - set(ds.column_names)
+    if missing:
+        raise ValueError(f"{dataset_dir} is not a conversational dataset: no {', '.join(sorted(missing))} column")
+    ds = ds.select_columns(["messages", "tools"])
+    if max_samples is not None and len(ds) > max_samples:
+        ds = ds.select(range(max_samples))
+    if len(ds) == 0:
+        raise ValueError(f"{dataset_dir} has no rows")
+    return ds
+
+
+def run_sft(config: SFTStageConfig, *, model_dir: str | Path, dataset_dir: str | Path, out_dir: str | Path,
+            reporter: StageReporter | None = None, resume: bool = True) -> StageResult:
+    """Train ``model_dir`` on ``dataset_dir`` into ``out_dir`` (see :mod:`training_jobs.hat.stage` for the
+    layout). ``resume``: continue from the latest checkpoint in ``out_dir`` when there is one."""
+    from trl import SFTConfig, SFTTrainer
+
+    reporter = reporter_or_null(reporter)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = load_sft_dataset(dataset_dir, config.max_samples)
+    model, tokenizer = load_model(model_dir, config)
+    progress = ProgressCallback(reporter)
+    args = SFTConfig(**trainer_arguments(config, out), max_length=config.max_length,
+                     assistant_only_loss=config.assistant_only_loss, packing=False)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config(config), callbacks=[progress])
+    reporter.log(f"HSA-SFT: {len(dataset)} rows from {dataset_dir}, {config.max_steps} steps on {config.device}")
+    return train_and_finish("sft", trainer, tokenizer, config, model_dir=model_dir, out_dir=out, progress=progress,
+                            resume=resume)

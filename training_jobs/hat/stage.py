@@ -1,0 +1,171 @@
+"""What every HAT stage does around its TRL trainer: load the model it starts from, turn the stage config into
+TRL arguments, resume from the latest checkpoint, stop cooperatively, and save a final model directory that
+the local server (or vLLM) can serve as it is.
+
+Layout of a stage's output directory::
+
+    out_dir/checkpoints/checkpoint-<step>/   full checkpoints (weights, optimizer, scheduler, RNG): resumable
+    out_dir/final/                           the trained model (merged when LoRA was used) + tokenizer
+    out_dir/stage.json                       the config, the result and the metrics of the last run
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from training_jobs.hat.config import StageConfig
+from training_jobs.hat.progress import NullReporter, ProgressCallback, StageReporter
+
+# Files of a model directory that are not weights but belong with them (the tiny model's build spec, the chat
+# template a server applies, generation defaults).
+BESIDE_WEIGHTS = ("generation_config.json", "tiny_model_spec.json", "chat_template.jinja")
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+@dataclass
+class StageResult:
+    """``final_dir`` is None when the stage stopped on request (resume from ``checkpoint_dir``)."""
+
+    stage: str
+    final_dir: Path | None
+    checkpoint_dir: Path | None
+    steps: int
+    max_steps: int
+    stopped: bool
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["final_dir"] = str(self.final_dir) if self.final_dir else None
+        d["checkpoint_dir"] = str(self.checkpoint_dir) if self.checkpoint_dir else None
+        return d
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of a stage (the one with the highest step), or None."""
+    root = Path(out_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _CHECKPOINT_RE.match(p.name))
+             and (p / "trainer_state.json").exists()]
+    return max(found)[1] if found else None
+
+
+def load_model(model_dir: str | Path, config: StageConfig):
+    """The model and tokenizer a stage starts from, in the precision its device wants."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if config.device == "cpu":
+        torch.set_num_threads(config.threads)
+    dtype = torch.bfloat16 if config.bf16 else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
+    return model, tokenizer
+
+
+def trainer_arguments(config: StageConfig, out_dir: Path) -> dict[str, Any]:
+    """The ``transformers.TrainingArguments`` fields every stage shares (TRL's configs extend them)."""
+    return dict(
+        output_dir=str(out_dir / "checkpoints"),
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.per_device_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler,
+        warmup_steps=max(0, math.ceil(config.warmup_ratio * config.max_steps)),
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        save_only_model=False,  # optimizer, scheduler and RNG too: a resumed run continues the same schedule
+        logging_steps=config.logging_steps,
+        logging_first_step=True,
+        use_cpu=config.device == "cpu",
+        bf16=config.bf16,
+        fp16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+
+
+def peft_config(config: StageConfig):
+    if config.lora is None:
+        return None
+    from peft import LoraConfig
+
+    lo = config.lora
+    return LoraConfig(r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout, target_modules=list(lo.target_modules),
+                      task_type="CAUSAL_LM")
+
+
+def train_and_finish(stage: str, trainer: Any, tokenizer: Any, config: StageConfig, *, model_dir: str | Path,
+                     out_dir: Path, progress: ProgressCallback, resume: bool) -> StageResult:
+    """Train (from the latest checkpoint when ``resume``), then save ``out_dir/final`` unless stopped on
+    request. Writes ``out_dir/stage.json``."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # the stage reports through ProgressCallback, not print()
+    checkpoint = latest_checkpoint(out_dir) if resume else None
+    if checkpoint is not None:
+        progress.reporter.log(f"resuming from {checkpoint.name}")
+    t0 = time.perf_counter()
+    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = time.perf_counter() - t0
+    state = trainer.state
+    losses = [h["loss"] for h in state.log_history if isinstance(h.get("loss"), (int, float))]
+    metrics: dict[str, Any] = {
+        "train_loss": output.training_loss, "final_loss": losses[-1] if losses else None, "wall_s": round(wall, 2),
+        "steps_this_run": state.global_step - (int(checkpoint.name.split("-")[1]) if checkpoint else 0),
+    }
+    if metrics["steps_this_run"] and wall > 0:
+        batch = config.per_device_batch_size * config.gradient_accumulation_steps * config.num_processes
+        metrics["samples_per_s"] = round(metrics["steps_this_run"] * batch / wall, 3)
+    final = None
+    if not progress.stopped:
+        final = out_dir / "final"
+        if final.exists():
+            shutil.rmtree(final)
+        model = trainer.model
+        if config.lora is not None:  # one directory a server loads as it is
+            model = model.merge_and_unload()
+        model.save_pretrained(str(final))
+        tokenizer.save_pretrained(str(final))
+        for name in BESIDE_WEIGHTS:
+            src = Path(model_dir) / name
+            if src.exists() and not (final / name).exists():
+                shutil.copy(src, final / name)
+    result = StageResult(stage, final, latest_checkpoint(out_dir), state.global_step, state.max_steps,
+                         progress.stopped, metrics)
+    (out_dir / "stage.json").write_text(json.dumps({"config": config.model_dump(mode="json"), **result.to_dict()},
+                                                   indent=2, default=str) + "\n", encoding="utf-8")
+    return result
+
+
+def launch_command(stage: str, config: StageConfig, stage_args: list[str], *, python: str = sys.executable
+                   ) -> list[str]:
+    """The command that runs a stage through :mod:`training_jobs.hat.cli` (``stage_args``: its ``--config``,
+    ``--model``, ``--out``, ... options): plainly for one device, with ``accelerate launch`` and one process
+    per GPU (data parallel, bf16 when the config asks) when ``num_processes`` > 1."""
+    module = ["-m", "training_jobs.hat.cli", stage, *stage_args]
+    if config.num_processes <= 1:
+        return [python, *module]
+    return [python, "-m", "accelerate.commands.launch", "--num_processes", str(config.num_processes),
+            "--num_machines", "1", "--mixed_precision", "bf16" if config.bf16 else "no",
+            "--dynamo_backend", "no", *module]
+
+
+def reporter_or_null(reporter: StageReporter | None) -> StageReporter:
+    return reporter if reporter is not None else NullReporter()
