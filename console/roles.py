@@ -27,12 +27,16 @@ VIEW_AUDIT = "console.view_auditevent"
 USE_PREVIEW = "streams.use_previewroom"
 VIEW_DATASETS = "training_jobs.view_dataset"  # dataset jobs, statistics and the sample browser
 BUILD_DATASET = "training_jobs.add_dataset"  # compose a recipe, launch and cancel dataset builds
+VIEW_TRAINING = "training_jobs.view_trainingjob"  # training jobs, their curves and logs
+RUN_TRAINING = "training_jobs.run_trainingjob"  # launch, cancel and resume training jobs
+VIEW_MODELS = "training_jobs.view_trainedmodel"  # the model registry and lineage
 
 _EVERYONE = {VIEW_HARNESS, VIEW_AUDIT}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
-    CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS},
-    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW},
-    ML_STAFF: _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET},
+    CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
+                                   VIEW_MODELS},
+    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS},
+    ML_STAFF: _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS},
     OPERATOR: set(_EVERYONE),
 }
 

@@ -113,6 +113,8 @@ HEARTBEAT_STALE_S = ENV.heartbeat_stale_s
 CELERY_BEAT_SCHEDULE = {
     "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},
     "scenario-runs-sweep-stalled": {"task": "streams.scenario_runs_sweep_stalled", "schedule": ENV.sweep_every_s},
+    "training-jobs-sweep-stalled": {"task": "training_jobs.training_jobs_sweep_stalled",
+                                    "schedule": ENV.sweep_every_s},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -96,3 +96,123 @@ class Dataset(models.Model):
         if not self.progress_total:
             return 0
         return min(100, int(100 * self.progress_done / self.progress_total))
+
+
+class TrainedModel(models.Model):
+    """A model directory the console knows, with its lineage: a base model (the project's tiny demo model, a
+    local base model on a GPU host) or the output of a training stage (parent → stage → stage). The directory is
+    what a server loads as it is (weights, tokenizer, chat template)."""
+
+    class Kind(models.TextChoices):
+        BASE = "base", "Base model"
+        SFT = "sft", "HSA-SFT"
+        BASELINE_SFT = "baseline_sft", "Fixed-harness SFT (baseline)"
+        DISTILL = "distill", "On-policy distillation"
+        RL = "rl", "Agentic RL"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    path = models.CharField(max_length=500, help_text="the model directory (absolute)")
+    parent = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="children",
+                               help_text="the model this one was trained from")
+    job = models.ForeignKey("TrainingJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    dataset = models.ForeignKey(Dataset, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    recipe = models.JSONField(default=dict, blank=True, help_text="the dataset's recipe (snapshot)")
+    config = models.JSONField(default=dict, blank=True, help_text="the stage config (snapshot)")
+    metrics = models.JSONField(default=dict, blank=True, help_text="final metrics of the stage")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.path)
+
+    def lineage(self) -> list[TrainedModel]:
+        """This model and its ancestors, base first."""
+        chain, seen, node = [], set(), self
+        while node is not None and node.pk not in seen:
+            chain.append(node)
+            seen.add(node.pk)
+            node = node.parent
+        return list(reversed(chain))
+
+
+class TrainingJob(models.Model):
+    """One HAT training job: a stage (or the pipeline of stages) run by a worker on the ``gpu`` queue, with its
+    config snapshot, the dataset and model it starts from, live progress, a log tail, and the models it
+    registers. ``output_dir`` keeps its checkpoints: a cancelled or failed job resumes from the latest one."""
+
+    class Kind(models.TextChoices):
+        SFT = "sft", "HSA-SFT"
+        BASELINE_SFT = "baseline_sft", "Fixed-harness SFT (baseline)"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        CANCELLING = "cancelling", "Cancelling"
+        CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
+        SUCCEEDED = "succeeded", "Succeeded"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.CANCELLING)
+    RESUMABLE = (Status.CANCELLED, Status.FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    config = models.JSONField(default=dict, help_text="the stage config as validated (training_jobs.hat.config)")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    base_model = models.ForeignKey(TrainedModel, on_delete=models.PROTECT, related_name="+",
+                                   help_text="the model the job starts from (its parent checkpoint)")
+    stage = models.CharField(max_length=40, blank=True, help_text="what a running job is doing now")
+    progress_step = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=list, blank=True, help_text="progress points: step, loss, learning rate, "
+                                                                   "tokens/s, reward components, ETA")
+    log_tail = models.TextField(blank=True, help_text="the last lines of the job's log")
+    worker_host = models.CharField(max_length=200, blank=True)
+    output_dir = models.CharField(max_length=500, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    resumes = models.PositiveIntegerField(default=0, help_text="times the job was resumed")
+    error = models.TextField(blank=True, max_length=4000)
+    result = models.JSONField(default=dict, blank=True, help_text="the stage result: steps, metrics, directories")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="trainingjob_status_recent")]
+        permissions = [("run_trainingjob", "Can launch, cancel and resume training jobs")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()}, {self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def can_resume(self) -> bool:
+        return self.status in self.RESUMABLE
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.SUCCEEDED:
+            return 100
+        return min(100, int(100 * self.progress_step / self.progress_total)) if self.progress_total else 0
+
+    @property
+    def latest(self) -> dict:
+        return self.metrics[-1] if self.metrics else {}

@@ -46,7 +46,7 @@ from training_jobs.hsa.dataset import (
     sample_json,
 )
 from training_jobs.hsa.samples import Sample
-from training_jobs.models import Dataset
+from training_jobs.models import Dataset, TrainedModel, TrainingJob
 from training_jobs.schemas import Sources, located_errors, parse_recipe, parse_sources
 
 PROGRESS_EVERY_S = 0.5  # at most this often a running build writes its progress
@@ -397,3 +397,274 @@ def dataset_sweep_stalled(*, now=None) -> list[str]:
                 f"killed, ran out of memory or lost the database. Nothing was kept; start the build again."))
         failed.append(str(locked.pk))
     return failed
+
+
+# --- training jobs (HAT stages on the gpu queue) -----------------------------------------------------------------
+
+JobStatus = TrainingJob.Status
+METRIC_POINTS_KEPT = 2000  # points stored per job (older ones thinned to every other point beyond this)
+LOG_LINES_KEPT = 200
+TRAINING_KIND_DATASET = {TrainingJob.Kind.SFT: Dataset.Kind.HSA,
+                         TrainingJob.Kind.BASELINE_SFT: Dataset.Kind.FIXED_HARNESS}
+TRAINING_KIND_MODEL = {TrainingJob.Kind.SFT: TrainedModel.Kind.SFT,
+                       TrainingJob.Kind.BASELINE_SFT: TrainedModel.Kind.BASELINE_SFT}
+
+
+def runs_dir() -> Path:
+    return Path(settings.ENV.data_dir) / "runs"
+
+
+def _job_scope(job: TrainingJob) -> str:
+    return f"training:{job.pk}"
+
+
+def model_register_base(*, path: str | Path, name: str, user=None) -> TrainedModel:
+    """Register a model directory as a base model (idempotent by path). ValidationFailed when it is not a model
+    directory (no config.json)."""
+    directory = Path(path).resolve()
+    if not (directory / "config.json").is_file():
+        raise ValidationFailed("not a model directory", errors=[
+            {"path": "path", "message": f"{directory} has no config.json"}])
+    model, _ = TrainedModel.objects.get_or_create(
+        path=str(directory), kind=TrainedModel.Kind.BASE,
+        defaults={"name": name[:120], "created_by": user})
+    return model
+
+
+def demo_base_model() -> TrainedModel:
+    """The project's committed tiny demo model as a base model."""
+    from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
+
+    return model_register_base(path=DEMO_MODEL_DIR, name="demo-tiny (committed demo checkpoint)")
+
+
+def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id: Any
+                      ) -> tuple[Any, Dataset, TrainedModel]:
+    """Parse and check a training request; ValidationFailed with every located error (``config.max_steps``,
+    ``dataset``, ``base_model``) when anything is wrong."""
+    from training_jobs.hat.config import SFTStageConfig
+
+    errors: list[dict[str, str]] = []
+    parsed = dataset = base = None
+    if kind not in TRAINING_KIND_DATASET:
+        errors.append({"path": "kind", "message": f"unknown kind {kind!r}; use {', '.join(TRAINING_KIND_DATASET)}"})
+    try:
+        if not isinstance(config if config is not None else {}, (dict, SFTStageConfig)):
+            raise TypeError("config is a JSON object")
+        parsed = config if isinstance(config, SFTStageConfig) else SFTStageConfig.model_validate(config or {})
+    except ValidationError as exc:
+        errors += located_errors(exc, "config")
+    except TypeError as exc:
+        errors.append({"path": "config", "message": str(exc)})
+    dataset = Dataset.objects.filter(pk=dataset_id).first() if _is_uuid_value(dataset_id) else None
+    if dataset is None:
+        errors.append({"path": "dataset", "message": f"no dataset {dataset_id}"})
+    elif not dataset.is_ready:
+        errors.append({"path": "dataset", "message": f"dataset {dataset.name} is {dataset.status}, not ready"})
+    elif kind in TRAINING_KIND_DATASET and dataset.kind != TRAINING_KIND_DATASET[kind]:
+        errors.append({"path": "dataset", "message": f"{TrainingJob.Kind(kind).label} trains on a "
+                                                     f"{Dataset.Kind(TRAINING_KIND_DATASET[kind]).label} dataset, "
+                                                     f"not {dataset.get_kind_display()}"})
+    base = TrainedModel.objects.filter(pk=base_model_id).first() if _is_uuid_value(base_model_id) else None
+    if base is None:
+        errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
+    elif not (base.directory / "config.json").is_file():
+        errors.append({"path": "base_model", "message": f"{base.name}: its directory {base.path} is gone"})
+    if errors:
+        raise ValidationFailed("the training request is invalid", errors=errors)
+    return parsed, dataset, base
+
+
+def _is_uuid_value(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _enqueue_training(job_id) -> None:
+    from training_jobs.tasks import training_job
+
+    job_id = str(job_id)
+    transaction.on_commit(lambda: training_job.apply_async(args=(job_id,), queue="gpu"))
+
+
+def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any = None, base_model_id: Any = None,
+                       name: str = "") -> TrainingJob:
+    """Queue a training job on the gpu queue (on commit). Raises NotAllowed for roles that may not train and
+    ValidationFailed (located errors) for a bad request; saves nothing then."""
+    _require(user, roles.RUN_TRAINING, "launch training jobs")
+    parsed, dataset, base = validate_training(kind=kind, config=config, dataset_id=dataset_id,
+                                              base_model_id=base_model_id)
+    label = TrainingJob.Kind(kind).label
+    name = (name or "").strip()[:120] or f"{label} on {dataset.name}"[:120]
+    with transaction.atomic():
+        job = TrainingJob.objects.create(name=name, kind=kind, config=parsed.model_dump(mode="json"),
+                                         dataset=dataset, base_model=base, created_by=user,
+                                         progress_total=parsed.max_steps)
+        job.output_dir = str(runs_dir() / str(job.pk))
+        job.save(update_fields=["output_dir"])
+        audit_record(actor=user, action="training.queued", scope=_job_scope(job), target=f"training:{job.name}",
+                     to_state=JobStatus.QUEUED, data={"kind": kind, "dataset": str(dataset.pk),
+                                                      "base_model": str(base.pk)})
+        _enqueue_training(job.pk)
+    return job
+
+
+def training_job_cancel(*, user, job: TrainingJob) -> TrainingJob:
+    """A queued job is cancelled now; a running one is asked to stop: it saves a checkpoint at the end of its
+    current step and ends cancelled (resumable). InvalidTransition (409) for a finished job."""
+    _require(user, roles.RUN_TRAINING, "cancel training jobs")
+    with transaction.atomic():
+        locked = TrainingJob.objects.select_for_update().get(pk=job.pk)
+        from_state = locked.status
+        if locked.status == JobStatus.QUEUED:
+            locked.status, locked.finished_at, locked.cancel_requested = JobStatus.CANCELLED, timezone.now(), True
+        elif locked.status in (JobStatus.RUNNING, JobStatus.CANCELLING):
+            locked.status, locked.cancel_requested = JobStatus.CANCELLING, True
+        else:
+            raise InvalidTransition(f"this job has {locked.status}: only a queued or running job can be cancelled")
+        locked.save(update_fields=["status", "finished_at", "cancel_requested"])
+        audit_record(actor=user, action="training.cancel", scope=_job_scope(locked), target=f"training:{locked.name}",
+                     from_state=from_state, to_state=locked.status)
+    return locked
+
+
+def training_job_resume(*, user, job: TrainingJob) -> TrainingJob:
+    """Queue a cancelled or failed job again: it continues from its latest checkpoint (or starts over when it
+    had none). InvalidTransition (409) otherwise."""
+    _require(user, roles.RUN_TRAINING, "resume training jobs")
+    with transaction.atomic():
+        locked = TrainingJob.objects.select_for_update().get(pk=job.pk)
+        if locked.status not in TrainingJob.RESUMABLE:
+            raise InvalidTransition(f"this job has {locked.status}: only a cancelled or failed job can be resumed")
+        from_state = locked.status
+        locked.status, locked.cancel_requested, locked.error, locked.finished_at = JobStatus.QUEUED, False, "", None
+        locked.resumes += 1
+        locked.save(update_fields=["status", "cancel_requested", "error", "finished_at", "resumes"])
+        audit_record(actor=user, action="training.resume", scope=_job_scope(locked), target=f"training:{locked.name}",
+                     from_state=from_state, to_state=JobStatus.QUEUED)
+        _enqueue_training(locked.pk)
+    return locked
+
+
+class _JobReporter:
+    """The stage's reporter for a job: progress points and log lines go to the job's row at most every
+    PROGRESS_EVERY_S (and at the end), the cancel flag is read from it."""
+
+    def __init__(self, job_id) -> None:
+        self.job_id = job_id
+        self.points: list[dict[str, Any]] = []
+        self.lines: list[str] = []
+        self.last_write = 0.0
+
+    def report(self, point: dict[str, Any]) -> None:
+        self.points.append({**point, "t": round(time.time(), 3)})
+        self.flush()
+
+    def log(self, line: str) -> None:
+        self.lines.append(f"{timezone.now():%H:%M:%S} {line}")
+        self.flush(force=True)
+
+    def should_stop(self) -> bool:
+        return TrainingJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_write < PROGRESS_EVERY_S:
+            return
+        self.last_write = now
+        with transaction.atomic():
+            job = TrainingJob.objects.select_for_update().only("metrics", "log_tail").get(pk=self.job_id)
+            metrics = list(job.metrics or []) + self.points
+            if len(metrics) > METRIC_POINTS_KEPT:  # thin the oldest half: the curve keeps its shape
+                half = len(metrics) // 2
+                metrics = metrics[:half:2] + metrics[half:]
+            lines = ((job.log_tail + "\n") if job.log_tail else "") + "\n".join(self.lines)
+            fields: dict[str, Any] = {"metrics": metrics,
+                                      "log_tail": "\n".join(lines.splitlines()[-LOG_LINES_KEPT:])}
+            if self.points:
+                fields["progress_step"] = int(self.points[-1].get("step", 0))
+                fields["progress_total"] = int(self.points[-1].get("max_steps", 0)) or job.progress_total
+            TrainingJob.objects.filter(pk=self.job_id).update(**fields)
+        self.points, self.lines = [], []
+
+
+def _finish_job(job_id, *, status: str, error: str = "", **fields: Any) -> TrainingJob:
+    with transaction.atomic():
+        locked = TrainingJob.objects.select_for_update().get(pk=job_id)
+        from_state = locked.status
+        locked.status, locked.error, locked.finished_at, locked.stage = status, error[:4000], timezone.now(), ""
+        for key, value in fields.items():
+            setattr(locked, key, value)
+        locked.save()
+        audit_record(actor=None, action=f"training.{status}", scope=_job_scope(locked),
+                     target=f"training:{locked.name}", from_state=from_state, to_state=status, comment=error[:500])
+    return locked
+
+
+def training_job_run(*, job_id) -> TrainingJob:
+    """Run a queued job to its end on this worker (the task's service). The job is claimed atomically: a job
+    that is not queued (claimed by another worker, cancelled, a redelivered task) is left alone. Never raises for
+    a failed stage: the failure is stored with its cause, and the job can be resumed."""
+    import socket
+
+    with transaction.atomic():
+        locked = TrainingJob.objects.select_for_update().get(pk=job_id)
+        if locked.status != JobStatus.QUEUED:
+            return locked
+        locked.status, locked.stage, locked.worker_host = JobStatus.RUNNING, "starting", socket.gethostname()
+        locked.started_at = locked.started_at or timezone.now()
+        locked.save(update_fields=["status", "stage", "worker_host", "started_at"])
+    reporter = _JobReporter(locked.pk)
+    with Heartbeat(TrainingJob, locked.pk):
+        try:
+            result = _run_stage(locked, reporter)
+        except Exception as exc:  # stored with its cause; the task itself succeeds
+            reporter.log(f"failed: {type(exc).__name__}: {exc}")
+            return _finish_job(locked.pk, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            reporter.flush(force=True)
+    if result.stopped:
+        return _finish_job(locked.pk, status=JobStatus.CANCELLED, result=result.to_dict())
+    model = TrainedModel.objects.create(
+        name=f"{locked.name}"[:120], kind=TRAINING_KIND_MODEL[locked.kind], path=str(result.final_dir),
+        parent=locked.base_model, job=locked, dataset=locked.dataset, recipe=locked.dataset.recipe if locked.dataset
+        else {}, config=locked.config, metrics=result.metrics, created_by=locked.created_by)
+    return _finish_job(locked.pk, status=JobStatus.SUCCEEDED, result={**result.to_dict(), "model": str(model.pk)},
+                       progress_step=result.steps)
+
+
+def _run_stage(job: TrainingJob, reporter: _JobReporter):
+    from training_jobs.hat.config import SFTStageConfig
+    from training_jobs.hat.sft import run_sft
+
+    config = SFTStageConfig.model_validate(job.config)
+    TrainingJob.objects.filter(pk=job.pk).update(stage="training")
+    return run_sft(config, model_dir=job.base_model.path, dataset_dir=job.dataset.artifact_dir / "dataset",
+                   out_dir=Path(job.output_dir) / "sft", reporter=reporter, resume=True)
+
+
+def training_job_sweep_stalled(*, now=None) -> list[str]:
+    """Fail the running jobs whose worker died (no heartbeat for ``HEARTBEAT_STALE_S``); a job being cancelled
+    ends cancelled. Both can be resumed from their latest checkpoint. Returns their ids."""
+    now = now or timezone.now()
+    limit = stale_before(now)
+    ended = []
+    for job in TrainingJob.objects.filter(status__in=(JobStatus.RUNNING, JobStatus.CANCELLING)).filter(
+            Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)):
+        with transaction.atomic():
+            locked = TrainingJob.objects.select_for_update().get(pk=job.pk)
+            last = locked.heartbeat_at or locked.started_at
+            if locked.status not in (JobStatus.RUNNING, JobStatus.CANCELLING) or last is None or last >= limit:
+                continue
+        if locked.status == JobStatus.CANCELLING:
+            _finish_job(locked.pk, status=JobStatus.CANCELLED)
+        else:
+            _finish_job(locked.pk, status=JobStatus.FAILED, error=(
+                f"WorkerLost: the worker running this job ({locked.worker_host or 'unknown host'}) stopped answering "
+                f"(last heartbeat {last:%Y-%m-%d %H:%M:%S} UTC, {int((now - last).total_seconds())} s before the "
+                f"check). Resume it to continue from its latest checkpoint."))
+        ended.append(str(locked.pk))
+    return ended

@@ -21,3 +21,20 @@ def dataset_build(dataset_id: str) -> dict:
 def datasets_sweep_stalled() -> list[str]:
     """Periodic (CELERY_BEAT_SCHEDULE): fail the builds whose worker died."""
     return services.dataset_sweep_stalled()
+
+
+# A training stage is long GPU (or CPU) work: the gpu queue, at most once (acks_late off: a redelivered task
+# would find the job claimed anyway, see training_job_run), a generous soft limit that ends it as failed.
+TRAINING_SOFT_TIME_LIMIT_S = 48 * 3600
+
+
+@shared_task(name="training_jobs.training_job", acks_late=False, soft_time_limit=TRAINING_SOFT_TIME_LIMIT_S)
+def training_job(job_id: str) -> dict:
+    job = services.training_job_run(job_id=job_id)
+    return {"job_id": str(job.pk), "status": job.status}
+
+
+@shared_task(name="training_jobs.training_jobs_sweep_stalled", ignore_result=True, time_limit=60)
+def training_jobs_sweep_stalled() -> list[str]:
+    """Periodic (CELERY_BEAT_SCHEDULE): fail the training jobs whose worker died."""
+    return services.training_job_sweep_stalled()

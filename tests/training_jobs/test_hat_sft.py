@@ -97,6 +97,12 @@ def test_lora_adapters_are_merged_into_the_final_model(hsa_dataset, tmp_path):
     assert not any("lora" in k for k in weights) and weights.keys() == _weights(DEMO_MODEL_DIR).keys()
 
 
+def test_rows_cut_before_any_assistant_token_are_a_clear_error(hsa_dataset, tmp_path):
+    with pytest.raises(ValueError, match="raise max_length"):
+        run_sft(SFTStageConfig(**{**FAST, "max_length": 32}), model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset,
+                out_dir=tmp_path)
+
+
 def test_a_dataset_without_conversations_is_refused(tmp_path):
     from datasets import Dataset
 

@@ -50,6 +50,11 @@ def run_sft(config: SFTStageConfig, *, model_dir: str | Path, dataset_dir: str |
                      assistant_only_loss=config.assistant_only_loss, packing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config(config), callbacks=[progress])
-    reporter.log(f"HSA-SFT: {len(dataset)} rows from {dataset_dir}, {config.max_steps} steps on {config.device}")
+    kept = len(trainer.train_dataset)
+    if kept == 0:  # TRL drops rows whose assistant tokens were all cut off by max_length
+        raise ValueError(f"no row of {dataset_dir} keeps an assistant token within max_length={config.max_length}: "
+                         f"raise max_length")
+    reporter.log(f"HSA-SFT: {kept} of {len(dataset)} rows from {dataset_dir} (the rest had no assistant token "
+                 f"within max_length), {config.max_steps} steps on {config.device}")
     return train_and_finish("sft", trainer, tokenizer, config, model_dir=model_dir, out_dir=out, progress=progress,
                             resume=resume)

@@ -6,10 +6,11 @@ the real bindings, the harness's own hooks with their retries). A *judge* keeps 
 
 1. **rules** (deterministic, always on) — the engine's own verdicts: the turn ended ``ok`` (no fallback, no
    block, no exhausted retries, no endpoint error) and every tool call was valid against the augmented schema;
-   then the reference facts of the sample: every reference tool call has a teacher call bound to the same
-   binding with the same implementation arguments (:func:`training_jobs.hsa.relabel.implementation_arguments`:
-   the right tool and link id, whatever the augmented harness calls them), no call to a binding the reference
-   did not need, the reference's skills loaded, and the exact facts (price, stock, codes) stated in the reply
+   then the reference facts of the sample, judged by the helpers the HAT rewards share
+   (:mod:`training_jobs.hsa.judging`): every reference tool call has a teacher call bound to the same binding
+   with the same implementation arguments (:func:`training_jobs.hsa.relabel.implementation_arguments`: the right
+   tool and link id, whatever the augmented harness calls them), no call to a binding the reference did not
+   need, the reference's skills loaded, and the exact facts (price, stock, codes) stated in the reply
    (:func:`training_jobs.tiny_model.evaluate._states`, the evaluation's own check);
 2. **judge endpoint** (optional) — an LLM is asked for a ``{"pass": true|false, "reason": "..."}`` verdict;
    the answer is parsed defensively (reasoning and prose around the JSON are ignored). A malformed verdict or
@@ -37,7 +38,14 @@ from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
 from streams.engine.client import ModelEndpoint, ModelError, OpenAIChatClient
 from streams.engine.toolcalls import strip_think
 from streams.engine.turn import HOOK_FEEDBACK_ROLE, ChatBackend, TurnResult, run_turn
-from training_jobs.hsa.relabel import implementation_arguments
+from training_jobs.hsa.judging import (
+    bound_calls,
+    extra_bindings,
+    match_reference_calls,
+    missing_skills,
+    reference_facts,
+    states_facts,
+)
 from training_jobs.hsa.samples import (
     LoadSkill,
     Reply,
@@ -45,7 +53,6 @@ from training_jobs.hsa.samples import (
     Sample,
     Step,
     ToolCall,
-    canonical_target,
     target_messages,
     target_problems,
 )
@@ -120,12 +127,6 @@ class Judgement:
         return self
 
 
-def _states(text: str, facts: Sequence[str]) -> bool:
-    from training_jobs.tiny_model.evaluate import _states as states  # the evaluation's own fact check
-
-    return states(text, list(facts))
-
-
 def turn_target(result: TurnResult, prompt_count: int) -> tuple[tuple[Step, ...] | None, str]:
     """The engine's transcript after the prompt as target steps, or (None, why) when a step has no form."""
     steps: list[Step] = []
@@ -185,38 +186,26 @@ def rule_check(manifest: Manifest, reference: Sample, result: TurnResult, prompt
     candidate = reference.with_target(target)
 
     # reference facts: same bindings with the same implementation arguments, skills, stated facts
-    calls = [s for s in target if isinstance(s, ToolCall)]
-    teacher = []
-    for c in calls:
-        tool = manifest.tool(c.name)
-        if tool is not None:
-            teacher.append((tool.binding, implementation_arguments(tool, c.arguments)))
-    ref_bindings = set()
-    for s in canonical_target(reference.target):
-        if not isinstance(s, ToolCall):
-            continue
-        tool = manifest.tool(s.name)
-        if tool is None:  # the reference was relabelled into this harness, so this is a builder bug
-            j.reject("reference_unmapped", s.name)
-            continue
-        ref_bindings.add(tool.binding)
-        want = implementation_arguments(tool, s.arguments)
-        same_binding = [args for b, args in teacher if b == tool.binding]
-        if not same_binding:
-            j.reject("wrong_tool", f"no call bound to {tool.binding} (reference: {s.name})")
-        elif want not in same_binding:
-            j.reject("wrong_arguments", f"{tool.binding} with {same_binding[0]}, reference {want}")
+    teacher = bound_calls(manifest, ((s.name, s.arguments) for s in target if isinstance(s, ToolCall)))
+    for m in match_reference_calls(manifest, reference, teacher):
+        ref = m.reference
+        if m.status == "unmapped":  # the reference was relabelled into this harness, so this is a builder bug
+            j.reject("reference_unmapped", ref.name)
+        elif m.status == "missing":
+            j.reject("wrong_tool", f"no call bound to {ref.bound.binding} (reference: {ref.name})")
+        elif m.status == "other_arguments":
+            j.reject("wrong_arguments", f"{ref.bound.binding} with {m.got}, reference {ref.bound.arguments}")
     if settings.forbid_extra_tools:
-        extra = sorted({b for b, _ in teacher if b not in ref_bindings})
+        extra = extra_bindings(manifest, reference, teacher)
         if extra:
             j.reject("extra_tool_call", ", ".join(extra))
     if settings.require_skills:
-        missing = [sid for sid in reference.loaded_skills() if sid not in candidate.loaded_skills()]
+        missing = missing_skills(reference.loaded_skills(), candidate.loaded_skills())
         if missing:
             j.reject("wrong_skill", f"did not load {', '.join(missing)}")
-    facts = [str(f) for f in (reference.meta.get("facts") or [])]
+    facts = reference_facts(reference)
     reply = target[-1].text  # type: ignore[union-attr]
-    if facts and not _states(reply, facts):
+    if not states_facts(reply, facts):
         j.reject("missing_fact", f"reply does not state {', '.join(facts)}")
     # the answer must be a target the harness accepts as it will be rendered (and a trainable row)
     problems = target_problems(manifest, candidate)

@@ -1,0 +1,128 @@
+"""The reference judgments shared by every judge of a turn: the regeneration rules
+(:func:`training_jobs.hsa.regenerate.rule_check`) and the HAT rewards (:mod:`training_jobs.hat.rewards`).
+
+A rollout and its reference may run under different harness states (tools renamed, parameters moved, ids as
+digit strings), so calls are compared at the level of the code they reach: the *binding* and the
+*implementation arguments* (:func:`training_jobs.hsa.relabel.implementation_arguments`). The reference is a
+:class:`~training_jobs.hsa.samples.Sample` already relabelled into the judged harness's names.
+
+- :func:`bound_calls` / :func:`reference_calls` — (binding, implementation arguments) of calls under a manifest;
+- :func:`match_reference_calls` — for each reference call: made the same, made with other arguments, missing;
+- :func:`extra_bindings` — bindings called that the reference did not need;
+- :func:`missing_skills` — reference skill loads the answer lacks;
+- :func:`reference_facts` / :func:`missing_facts` / :func:`states_facts` — the exact strings (prices, stock, codes)
+  the reply must state, checked as the tiny model's evaluation checks them.
+
+Plain Python, no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from harness_editor.schemas import Manifest
+from training_jobs.hsa.relabel import implementation_arguments
+from training_jobs.hsa.samples import Sample, ToolCall, canonical_target
+
+
+class BoundCall(NamedTuple):
+    """What a call does, whatever the harness calls it: the binding and its keyword arguments."""
+
+    binding: str
+    arguments: dict[str, Any]
+
+
+def bound_call(manifest: Manifest, name: str, arguments: Mapping[str, Any] | None) -> BoundCall | None:
+    """The call under ``manifest``, or None when the manifest has no tool of that name (``load_skill`` too)."""
+    tool = manifest.tool(name)
+    if tool is None:
+        return None
+    return BoundCall(tool.binding, implementation_arguments(tool, arguments or {}))
+
+
+def bound_calls(manifest: Manifest, calls: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[BoundCall]:
+    """``(name, arguments)`` pairs as bound calls, in order; names the manifest does not know are left out."""
+    out = []
+    for name, arguments in calls:
+        b = bound_call(manifest, name, arguments)
+        if b is not None:
+            out.append(b)
+    return out
+
+
+@dataclass(frozen=True)
+class ReferenceCall:
+    """One tool call of the reference. ``bound`` is None when the manifest has no tool of that name (the
+    reference was not relabelled into this harness: a builder bug, reported as such)."""
+
+    name: str
+    bound: BoundCall | None
+
+
+def reference_calls(manifest: Manifest, reference: Sample) -> list[ReferenceCall]:
+    """The reference's tool calls (hook retries left out), bound under ``manifest``."""
+    return [ReferenceCall(s.name, bound_call(manifest, s.name, s.arguments))
+            for s in canonical_target(reference.target) if isinstance(s, ToolCall)]
+
+
+CallStatus = Literal["same", "other_arguments", "missing", "unmapped"]
+
+
+@dataclass(frozen=True)
+class CallMatch:
+    """How the answer covers one reference call: ``same`` (a call to the same binding with the same
+    implementation arguments), ``other_arguments`` (only calls to the binding with other arguments; ``got`` is
+    the first one's), ``missing`` (no call to the binding) or ``unmapped`` (see :class:`ReferenceCall`)."""
+
+    reference: ReferenceCall
+    status: CallStatus
+    got: dict[str, Any] | None = None
+
+
+def match_reference_calls(manifest: Manifest, reference: Sample, calls: Sequence[BoundCall]) -> list[CallMatch]:
+    """Each reference call, in order, against the answer's bound calls (a call may cover several reference
+    calls: the question is whether the answer did what the reference did)."""
+    out = []
+    for ref in reference_calls(manifest, reference):
+        if ref.bound is None:
+            out.append(CallMatch(ref, "unmapped"))
+            continue
+        same_binding = [c.arguments for c in calls if c.binding == ref.bound.binding]
+        if not same_binding:
+            out.append(CallMatch(ref, "missing"))
+        elif ref.bound.arguments in same_binding:
+            out.append(CallMatch(ref, "same"))
+        else:
+            out.append(CallMatch(ref, "other_arguments", same_binding[0]))
+    return out
+
+
+def extra_bindings(manifest: Manifest, reference: Sample, calls: Sequence[BoundCall]) -> list[str]:
+    """Bindings the answer called that no reference call needed (sorted, each once)."""
+    needed = {r.bound.binding for r in reference_calls(manifest, reference) if r.bound is not None}
+    return sorted({c.binding for c in calls if c.binding not in needed})
+
+
+def missing_skills(wanted: Iterable[str], loaded: Iterable[str]) -> list[str]:
+    """The skills of ``wanted`` (ids under the judged harness) that were not loaded, in order."""
+    have = set(loaded)
+    return [sid for sid in wanted if sid not in have]
+
+
+def reference_facts(reference: Sample) -> list[str]:
+    """The exact strings the reference says the reply must state (``meta["facts"]``: prices, stock, codes)."""
+    return [str(f) for f in (reference.meta.get("facts") or [])]
+
+
+def missing_facts(text: str, facts: Sequence[str]) -> list[str]:
+    """The facts ``text`` does not state, checked one by one with the evaluation's own rule
+    (:func:`training_jobs.tiny_model.evaluate._states`: the exact number, not part of a longer one)."""
+    from training_jobs.tiny_model.evaluate import _states as states  # the evaluation's own fact check
+
+    return [f for f in facts if not states(text, [f])]
+
+
+def states_facts(text: str, facts: Sequence[str]) -> bool:
+    return not missing_facts(text, facts)
