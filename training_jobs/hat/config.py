@@ -72,15 +72,13 @@ class SFTStageConfig(StageConfig):
 
 
 class DistillStageConfig(StageConfig):
-    """Stage 2, general on-policy distillation: the student samples, the frozen pre-SFT base model is the
-    teacher, reverse KL, on general instruction prompts."""
+    """Stage 2, general on-policy distillation (``trl.DistillationTrainer``): every batch is sampled by the
+    student, the frozen pre-SFT base model is the teacher, reverse KL, on general instruction prompts."""
 
     learning_rate: float = Field(5e-4, gt=0, le=1, description="Peak learning rate.")
-    lmbda: float = Field(1.0, ge=0, le=1, description="Share of batches that are on-policy (student samples).")
     beta: float = Field(1.0, ge=0, le=1, description="Generalised JSD interpolation: 1.0 is the reverse KL.")
     temperature: float = Field(0.9, gt=0, le=2, description="Sampling temperature of the student.")
     max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens the student samples per prompt.")
-    max_length: int = Field(512, ge=32, le=131_072, description="Prompt plus completion tokens.")
     general_prompts: int = Field(200, ge=1, le=100_000, description="General instruction prompts to use "
                                                                     "(IFEval and the shipped general set).")
 
