@@ -153,6 +153,9 @@ class TrainingJob(models.Model):
     class Kind(models.TextChoices):
         SFT = "sft", "HSA-SFT"
         BASELINE_SFT = "baseline_sft", "Fixed-harness SFT (baseline)"
+        DISTILL = "distill", "On-policy distillation"
+        RL = "rl", "Agentic RL"
+        PIPELINE = "pipeline", "Pipeline: HSA-SFT → distillation → RL"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

@@ -404,10 +404,34 @@ def dataset_sweep_stalled(*, now=None) -> list[str]:
 JobStatus = TrainingJob.Status
 METRIC_POINTS_KEPT = 2000  # points stored per job (older ones thinned to every other point beyond this)
 LOG_LINES_KEPT = 200
-TRAINING_KIND_DATASET = {TrainingJob.Kind.SFT: Dataset.Kind.HSA,
-                         TrainingJob.Kind.BASELINE_SFT: Dataset.Kind.FIXED_HARNESS}
-TRAINING_KIND_MODEL = {TrainingJob.Kind.SFT: TrainedModel.Kind.SFT,
-                       TrainingJob.Kind.BASELINE_SFT: TrainedModel.Kind.BASELINE_SFT}
+Kind = TrainingJob.Kind
+# The dataset each kind trains on (None: it needs none); RL rolls out over the canonical samples of its dataset.
+TRAINING_KIND_DATASET: dict[str, tuple[str, ...] | None] = {
+    Kind.SFT: (Dataset.Kind.HSA,), Kind.BASELINE_SFT: (Dataset.Kind.FIXED_HARNESS,), Kind.DISTILL: None,
+    Kind.RL: (Dataset.Kind.HSA, Dataset.Kind.FIXED_HARNESS), Kind.PIPELINE: (Dataset.Kind.HSA,)}
+STAGE_MODEL_KIND = {"sft": TrainedModel.Kind.SFT, "baseline_sft": TrainedModel.Kind.BASELINE_SFT,
+                    "distill": TrainedModel.Kind.DISTILL, "rl": TrainedModel.Kind.RL}
+
+
+def training_config_class(kind: str):
+    from training_jobs.hat.config import DistillStageConfig, PipelineConfig, RLStageConfig, SFTStageConfig
+
+    return {Kind.SFT: SFTStageConfig, Kind.BASELINE_SFT: SFTStageConfig, Kind.DISTILL: DistillStageConfig,
+            Kind.RL: RLStageConfig, Kind.PIPELINE: PipelineConfig}[kind]
+
+
+def _stages(kind: str, config: Any) -> list[tuple[str, Any]]:
+    """The stages a job runs, in order, with their configs."""
+    if kind == Kind.PIPELINE:
+        return [(name, c) for name, c in (("sft", config.sft), ("distill", config.distill), ("rl", config.rl))
+                if c is not None]
+    return [(str(kind), config)]
+
+
+def teacher_of(model: TrainedModel) -> TrainedModel:
+    """The frozen teacher of on-policy distillation for a student: the base model at the root of its lineage
+    (the model before any HAT stage)."""
+    return model.lineage()[0]
 
 
 def runs_dir() -> Path:
@@ -442,29 +466,31 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
                       ) -> tuple[Any, Dataset, TrainedModel]:
     """Parse and check a training request; ValidationFailed with every located error (``config.max_steps``,
     ``dataset``, ``base_model``) when anything is wrong."""
-    from training_jobs.hat.config import SFTStageConfig
-
     errors: list[dict[str, str]] = []
     parsed = dataset = base = None
     if kind not in TRAINING_KIND_DATASET:
         errors.append({"path": "kind", "message": f"unknown kind {kind!r}; use {', '.join(TRAINING_KIND_DATASET)}"})
-    try:
-        if not isinstance(config if config is not None else {}, (dict, SFTStageConfig)):
-            raise TypeError("config is a JSON object")
-        parsed = config if isinstance(config, SFTStageConfig) else SFTStageConfig.model_validate(config or {})
-    except ValidationError as exc:
-        errors += located_errors(exc, "config")
-    except TypeError as exc:
-        errors.append({"path": "config", "message": str(exc)})
-    dataset = Dataset.objects.filter(pk=dataset_id).first() if _is_uuid_value(dataset_id) else None
-    if dataset is None:
-        errors.append({"path": "dataset", "message": f"no dataset {dataset_id}"})
-    elif not dataset.is_ready:
-        errors.append({"path": "dataset", "message": f"dataset {dataset.name} is {dataset.status}, not ready"})
-    elif kind in TRAINING_KIND_DATASET and dataset.kind != TRAINING_KIND_DATASET[kind]:
-        errors.append({"path": "dataset", "message": f"{TrainingJob.Kind(kind).label} trains on a "
-                                                     f"{Dataset.Kind(TRAINING_KIND_DATASET[kind]).label} dataset, "
-                                                     f"not {dataset.get_kind_display()}"})
+    else:
+        config_class = training_config_class(kind)
+        try:
+            if not isinstance(config if config is not None else {}, (dict, config_class)):
+                raise TypeError("config is a JSON object")
+            parsed = config if isinstance(config, config_class) else config_class.model_validate(config or {})
+        except ValidationError as exc:
+            errors += located_errors(exc, "config")
+        except TypeError as exc:
+            errors.append({"path": "config", "message": str(exc)})
+    wanted = TRAINING_KIND_DATASET.get(kind)
+    if wanted is not None or dataset_id not in (None, ""):
+        dataset = Dataset.objects.filter(pk=dataset_id).first() if _is_uuid_value(dataset_id) else None
+        if dataset is None:
+            errors.append({"path": "dataset", "message": f"no dataset {dataset_id}"})
+        elif not dataset.is_ready:
+            errors.append({"path": "dataset", "message": f"dataset {dataset.name} is {dataset.status}, not ready"})
+        elif wanted is not None and dataset.kind not in wanted:
+            errors.append({"path": "dataset", "message": f"{Kind(kind).label} trains on "
+                           f"{' or '.join(Dataset.Kind(k).label for k in wanted)} datasets, not "
+                           f"{dataset.get_kind_display()}"})
     base = TrainedModel.objects.filter(pk=base_model_id).first() if _is_uuid_value(base_model_id) else None
     if base is None:
         errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
@@ -498,15 +524,15 @@ def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any =
     parsed, dataset, base = validate_training(kind=kind, config=config, dataset_id=dataset_id,
                                               base_model_id=base_model_id)
     label = TrainingJob.Kind(kind).label
-    name = (name or "").strip()[:120] or f"{label} on {dataset.name}"[:120]
+    name = (name or "").strip()[:120] or f"{label} on {dataset.name if dataset else base.name}"[:120]
     with transaction.atomic():
         job = TrainingJob.objects.create(name=name, kind=kind, config=parsed.model_dump(mode="json"),
                                          dataset=dataset, base_model=base, created_by=user,
-                                         progress_total=parsed.max_steps)
+                                         progress_total=sum(c.max_steps for _, c in _stages(kind, parsed)))
         job.output_dir = str(runs_dir() / str(job.pk))
         job.save(update_fields=["output_dir"])
         audit_record(actor=user, action="training.queued", scope=_job_scope(job), target=f"training:{job.name}",
-                     to_state=JobStatus.QUEUED, data={"kind": kind, "dataset": str(dataset.pk),
+                     to_state=JobStatus.QUEUED, data={"kind": kind, "dataset": str(dataset.pk) if dataset else None,
                                                       "base_model": str(base.pk)})
         _enqueue_training(job.pk)
     return job
@@ -558,13 +584,17 @@ class _JobReporter:
         self.points: list[dict[str, Any]] = []
         self.lines: list[str] = []
         self.last_write = 0.0
+        self.stage, self.offset = "", 0  # the stage running, and the steps of the stages before it
 
     def report(self, point: dict[str, Any]) -> None:
-        self.points.append({**point, "t": round(time.time(), 3)})
+        """``step`` counts across the job's stages; ``stage_step`` within the stage."""
+        step = int(point.get("step", 0))
+        self.points.append({**point, "stage": self.stage, "stage_step": step, "step": self.offset + step,
+                            "t": round(time.time(), 3)})
         self.flush()
 
     def log(self, line: str) -> None:
-        self.lines.append(f"{timezone.now():%H:%M:%S} {line}")
+        self.lines.append(f"{timezone.now():%H:%M:%S} {f'[{self.stage}] ' if self.stage else ''}{line}")
         self.flush(force=True)
 
     def should_stop(self) -> bool:
@@ -586,7 +616,6 @@ class _JobReporter:
                                       "log_tail": "\n".join(lines.splitlines()[-LOG_LINES_KEPT:])}
             if self.points:
                 fields["progress_step"] = int(self.points[-1].get("step", 0))
-                fields["progress_total"] = int(self.points[-1].get("max_steps", 0)) or job.progress_total
             TrainingJob.objects.filter(pk=self.job_id).update(**fields)
         self.points, self.lines = [], []
 
@@ -620,30 +649,66 @@ def training_job_run(*, job_id) -> TrainingJob:
     reporter = _JobReporter(locked.pk)
     with Heartbeat(TrainingJob, locked.pk):
         try:
-            result = _run_stage(locked, reporter)
+            stopped, results, model = _run_stages(locked, reporter)
         except Exception as exc:  # stored with its cause; the task itself succeeds
             reporter.log(f"failed: {type(exc).__name__}: {exc}")
             return _finish_job(locked.pk, status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
             reporter.flush(force=True)
-    if result.stopped:
-        return _finish_job(locked.pk, status=JobStatus.CANCELLED, result=result.to_dict())
-    model = TrainedModel.objects.create(
-        name=f"{locked.name}"[:120], kind=TRAINING_KIND_MODEL[locked.kind], path=str(result.final_dir),
-        parent=locked.base_model, job=locked, dataset=locked.dataset, recipe=locked.dataset.recipe if locked.dataset
-        else {}, config=locked.config, metrics=result.metrics, created_by=locked.created_by)
-    return _finish_job(locked.pk, status=JobStatus.SUCCEEDED, result={**result.to_dict(), "model": str(model.pk)},
-                       progress_step=result.steps)
+    if stopped:
+        return _finish_job(locked.pk, status=JobStatus.CANCELLED, result={"stages": results})
+    return _finish_job(locked.pk, status=JobStatus.SUCCEEDED, result={"stages": results, "model": str(model.pk)},
+                       progress_step=locked.progress_total)
 
 
-def _run_stage(job: TrainingJob, reporter: _JobReporter):
-    from training_jobs.hat.config import SFTStageConfig
-    from training_jobs.hat.sft import run_sft
+def _run_stages(job: TrainingJob, reporter: _JobReporter) -> tuple[bool, list[dict[str, Any]], TrainedModel]:
+    """Run the job's stages in order, each from the previous stage's model, registering a model per stage. A
+    stage this job already finished (before a cancel or a crash) is not run again. Returns (stopped on request,
+    the stage results, the last model)."""
+    config = training_config_class(job.kind).model_validate(job.config)
+    stages = _stages(job.kind, config)
+    start_from, results, offset = job.base_model, [], 0
+    for i, (name, stage_config) in enumerate(stages, 1):
+        label = TrainingJob.Kind(name).label if name in TrainingJob.Kind.values else name
+        if len(stages) > 1:
+            label = f"{i}/{len(stages)} {label}"
+        done = TrainedModel.objects.filter(job=job, kind=STAGE_MODEL_KIND[name]).first()
+        if done is not None:
+            reporter.log(f"{label}: done before, continuing from {done.name}")
+            start_from, offset = done, offset + stage_config.max_steps
+            continue
+        TrainingJob.objects.filter(pk=job.pk).update(stage=label[:40])
+        reporter.stage, reporter.offset = name, offset
+        result = _run_stage(name, stage_config, job, start_from, Path(job.output_dir) / name, reporter)
+        results.append(result.to_dict())
+        if result.stopped:
+            return True, results, start_from
+        start_from = TrainedModel.objects.create(
+            name=f"{job.name} · {label}"[:120], kind=STAGE_MODEL_KIND[name], path=str(result.final_dir),
+            parent=start_from, job=job, dataset=job.dataset, recipe=job.dataset.recipe if job.dataset else {},
+            config=stage_config.model_dump(mode="json"), metrics=result.metrics, created_by=job.created_by)
+        offset += stage_config.max_steps
+    return False, results, start_from
 
-    config = SFTStageConfig.model_validate(job.config)
-    TrainingJob.objects.filter(pk=job.pk).update(stage="training")
-    return run_sft(config, model_dir=job.base_model.path, dataset_dir=job.dataset.artifact_dir / "dataset",
-                   out_dir=Path(job.output_dir) / "sft", reporter=reporter, resume=True)
+
+def _run_stage(name: str, config: Any, job: TrainingJob, start_from: TrainedModel, out: Path,
+               reporter: _JobReporter):
+    if name in ("sft", "baseline_sft"):
+        from training_jobs.hat.sft import run_sft
+
+        return run_sft(config, model_dir=start_from.path, dataset_dir=job.dataset.artifact_dir / "dataset",
+                       out_dir=out, reporter=reporter, resume=True)
+    if name == "distill":
+        from training_jobs.hat.distill import run_distill
+
+        teacher = teacher_of(start_from)
+        reporter.log(f"teacher: {teacher.name} (the base of {start_from.name}, frozen)")
+        return run_distill(config, model_dir=start_from.path, teacher_dir=teacher.path, out_dir=out,
+                           reporter=reporter, resume=True)
+    from training_jobs.hat.rl import run_rl
+
+    samples, _ = collect_samples(parse_sources(job.dataset.sources))
+    return run_rl(config, model_dir=start_from.path, samples=samples, out_dir=out, reporter=reporter, resume=True)
 
 
 def training_job_sweep_stalled(*, now=None) -> list[str]:

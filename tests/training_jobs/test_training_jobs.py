@@ -73,6 +73,9 @@ def test_requests_are_validated_with_paths_and_save_nothing(ml_staff, ready, dja
         ({"dataset_id": "0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f"}, ["dataset"]),
         ({"dataset_id": "not-an-id", "base_model_id": "nope"}, ["dataset", "base_model"]),
         ({"kind": "dance"}, ["kind"]),
+        ({"kind": "rl", "dataset_id": None, "config": {}}, ["dataset"]),  # RL rolls out over a dataset's samples
+        ({"kind": "pipeline", "config": {"sft": {"max_steps": -1}}}, ["config.sft.max_steps"]),
+        ({"kind": "distill", "config": {"beta": 2}}, ["config.beta"]),
     ]
     for kw, paths in cases:
         with pytest.raises(ValidationFailed) as exc:
@@ -160,9 +163,10 @@ def test_cancel_mid_run_then_resume_finishes_the_schedule(ml_staff, ready):
     assert services.training_job_cancel(user=ml_staff, job=job).status == "cancelling"
     done.join(timeout=120)
     job.refresh_from_db()
-    assert job.status == "cancelled" and 2 <= job.result["steps"] < 40 and job.result["final_dir"] is None
-    stopped_at = job.result["steps"]
-    assert job.result["checkpoint_dir"].endswith(f"checkpoint-{stopped_at}")
+    (stage,) = job.result["stages"]
+    assert job.status == "cancelled" and 2 <= stage["steps"] < 40 and stage["final_dir"] is None
+    stopped_at = stage["steps"]
+    assert stage["checkpoint_dir"].endswith(f"checkpoint-{stopped_at}")
     with pytest.raises(InvalidTransition):
         services.training_job_cancel(user=ml_staff, job=job)
     with mock.patch.object(tasks.training_job, "apply_async"):
@@ -174,6 +178,30 @@ def test_cancel_mid_run_then_resume_finishes_the_schedule(ml_staff, ready):
     assert steps == sorted(steps) and steps[-1] == 40 and f"resuming from checkpoint-{stopped_at}" in job.log_tail
     with pytest.raises(InvalidTransition):
         services.training_job_resume(user=ml_staff, job=job)
+
+
+@pytest.mark.django_db
+@pytest.mark.django_db
+def test_the_pipeline_chains_the_three_stages_and_registers_each_model(ml_staff, ready,
+                                                                      django_capture_on_commit_callbacks):
+    config = {"sft": {**CONFIG, "max_steps": 3, "save_steps": 100},
+              "distill": {"max_steps": 2, "per_device_batch_size": 2, "max_new_tokens": 8, "general_prompts": 8,
+                          "save_steps": 100},
+              "rl": {"max_steps": 1, "per_device_batch_size": 2, "num_generations": 2, "max_completion_length": 32,
+                     "prompts": 4, "save_steps": 100}}
+    with django_capture_on_commit_callbacks(execute=False):
+        job = _start(ml_staff, ready, kind="pipeline", config=config)
+    assert job.progress_total == 6
+    job = services.training_job_run(job_id=job.pk)
+    assert job.status == "succeeded", job.error
+    assert [r["stage"] for r in job.result["stages"]] == ["sft", "distill", "rl"]
+    final = TrainedModel.objects.get(pk=job.result["model"])
+    assert [m.kind for m in final.lineage()] == ["base", "sft", "distill", "rl"]
+    assert [m.pk for m in final.lineage()][0] == ready["base"].pk
+    assert services.teacher_of(final.lineage()[2]) == ready["base"]  # distillation's teacher: the pre-SFT base
+    steps = [p["step"] for p in job.metrics if "loss" in p]
+    assert steps == sorted(steps) and steps[-1] == 6 and {p["stage"] for p in job.metrics} == {"sft", "distill", "rl"}
+    assert "[distill] teacher: demo-tiny" in job.log_tail and "[rl] agentic RL" in job.log_tail
 
 
 @pytest.mark.django_db
