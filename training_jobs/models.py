@@ -124,12 +124,24 @@ class TrainedModel(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # attached to a local OpenAI-compatible server on a worker host: its endpoint is pickable in the preview room
+    endpoint = models.ForeignKey("streams.ModelEndpoint", on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="+")
+    serve_pid = models.IntegerField(null=True, blank=True, help_text="the server process on serve_host")
+    serve_host = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def vllm_command(self) -> str:
+        """How to serve this model with vLLM on a GPU host (the serve profile's command line)."""
+        from streams.serve_profiles import ServeProfile
+
+        return ServeProfile(name=self.name, kind="vllm", model=self.path, served_model_name=f"hat-{self.pk}",
+                            host="0.0.0.0").command_line()
 
     @property
     def directory(self) -> Path:

@@ -38,3 +38,9 @@ def training_job(job_id: str) -> dict:
 def training_jobs_sweep_stalled() -> list[str]:
     """Periodic (CELERY_BEAT_SCHEDULE): fail the training jobs whose worker died."""
     return services.training_job_sweep_stalled()
+
+
+@shared_task(name="training_jobs.model_serve", acks_late=False, time_limit=300)
+def model_serve(model_id: str) -> dict:
+    model = services.model_serve_run(model_id=model_id)
+    return {"model_id": str(model.pk), "endpoint": model.endpoint.name if model.endpoint else None}

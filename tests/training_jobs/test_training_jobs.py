@@ -119,7 +119,8 @@ def test_start_queues_on_the_gpu_queue_on_commit(ml_staff, ready, django_capture
 
 
 @pytest.mark.django_db
-def test_a_job_trains_registers_its_model_and_the_model_serves(ml_staff, ready, django_capture_on_commit_callbacks):
+def test_a_job_trains_registers_its_model_and_the_model_serves(ml_staff, manager, demo_manifest, ready,
+                                                               django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
         job = _start(ml_staff, ready, kind="baseline_sft", dataset_id=ready["fixed"].pk)
     job = services.training_job_run(job_id=job.pk)
@@ -134,18 +135,32 @@ def test_a_job_trains_registers_its_model_and_the_model_serves(ml_staff, ready, 
     assert (model.directory / "model.safetensors").exists() and model.metrics["samples_per_s"] > 0
     assert services.training_job_run(job_id=job.pk).status == "succeeded"  # a redelivered task does nothing
 
-    import httpx
-
-    from training_jobs.tiny_model.serve import start_local_server
-
-    server = start_local_server(model.directory, ready_timeout=120, threads=1)
+    # attached to a local server: its endpoint answers a real preview turn
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        services.model_serve_start(user=ml_staff, model=model)
+    assert len(queued) == 1
+    model = services.model_serve_run(model_id=model.pk)
     try:
-        r = httpx.post(f"{server.openai_base_url}/chat/completions", timeout=60, json={
-            "model": server.model, "max_tokens": 8,
-            "messages": [{"role": "user", "content": "how much is #101?"}]})
-        assert r.status_code == 200 and r.json()["choices"][0]["message"] is not None
+        assert model.endpoint.name == f"model-{str(model.pk)[:8]}" and model.endpoint.model == str(model.directory)
+        from streams import services as preview
+        from tests.streams.test_preview_local_model import tiny_version
+
+        room = preview.preview_open(user=manager, version=tiny_version(manager, demo_manifest),
+                                    endpoint=model.endpoint)
+        with django_capture_on_commit_callbacks(execute=False):
+            turn_id = preview.preview_comment_post(user=manager, room=room, text="how much is #101?")
+        result = preview.preview_turn_run(room_id=room.pk, turn_id=turn_id)
+        assert result is not None and not any(e.type == "error" and e.stage == "model" and
+                                              e.kind in ("connect", "timeout") for e in result.events)
+        assert services.model_serve_run(model_id=model.pk).serve_pid == model.serve_pid  # already served
     finally:
-        server.stop()
+        pid = model.serve_pid
+        services.model_serve_stop(model_id=model.pk)
+    deadline = time.monotonic() + 15
+    while services._alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not services._alive(pid) or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert TrainedModel.objects.get(pk=model.pk).serve_pid is None
 
 
 @pytest.mark.django_db(transaction=True)
