@@ -12,8 +12,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from streams.routing import websocket_urlpatterns as streams_ws  # noqa: E402
+from training_jobs.routing import websocket_urlpatterns as training_ws  # noqa: E402
 
-websocket_urlpatterns: list = [*streams_ws]  # the preview room (live sessions later)
+websocket_urlpatterns: list = [*streams_ws, *training_ws]  # the preview room, training progress
 
 application = ProtocolTypeRouter(
     {

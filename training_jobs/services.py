@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -48,6 +49,8 @@ from training_jobs.hsa.dataset import (
 from training_jobs.hsa.samples import Sample
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
 from training_jobs.schemas import Sources, located_errors, parse_recipe, parse_sources
+
+logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 0.5  # at most this often a running build writes its progress
 CANCEL_CHECK_EVERY_S = 0.25  # ... and reads its cancel flag
@@ -617,7 +620,21 @@ class _JobReporter:
             if self.points:
                 fields["progress_step"] = int(self.points[-1].get("step", 0))
             TrainingJob.objects.filter(pk=self.job_id).update(**fields)
+            transaction.on_commit(lambda: _poke_job_watchers(self.job_id))
         self.points, self.lines = [], []
+
+
+def _poke_job_watchers(job_id) -> None:
+    """Tell the job page's WebSockets (training_jobs.consumers) that new progress is stored."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from training_jobs.consumers import PROGRESS_MESSAGE_TYPE, training_group
+
+    try:
+        async_to_sync(get_channel_layer().group_send)(training_group(job_id), {"type": PROGRESS_MESSAGE_TYPE})
+    except Exception:  # the layer is down: the pages' polling picks the progress up from the database
+        logger.warning("poking the watchers of training job %s failed", job_id, exc_info=True)
 
 
 def _finish_job(job_id, *, status: str, error: str = "", **fields: Any) -> TrainingJob:
