@@ -6,7 +6,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 
 from console.apis import AuditListApi
 from harness_editor import apis as harness_apis
-from training_jobs import apis as dataset_apis
+from training_jobs import apis as training_apis
 
 
 @extend_schema_view(post=extend_schema(tags=["auth"], operation_id="auth_token_create",
@@ -38,9 +38,17 @@ urlpatterns = [
     path(L + "history", harness_apis.LabelHistoryApi.as_view(), name="api-label-history"),
     path("audit/", AuditListApi.as_view(), name="api-audit"),
     path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
-    path("datasets/", dataset_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),
-    path("datasets/<uuid:dataset_id>/", dataset_apis.DatasetDetailApi.as_view(), name="api-dataset-detail"),
-    path("datasets/<uuid:dataset_id>/cancel", dataset_apis.DatasetCancelApi.as_view(), name="api-dataset-cancel"),
-    path("datasets/<uuid:dataset_id>/samples/", dataset_apis.DatasetSampleListApi.as_view(),
+    path("datasets/", training_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),
+    path("datasets/<uuid:dataset_id>/", training_apis.DatasetDetailApi.as_view(), name="api-dataset-detail"),
+    path("datasets/<uuid:dataset_id>/cancel", training_apis.DatasetCancelApi.as_view(), name="api-dataset-cancel"),
+    path("datasets/<uuid:dataset_id>/samples/", training_apis.DatasetSampleListApi.as_view(),
          name="api-dataset-samples"),
+    path("training-jobs/", training_apis.TrainingJobListCreateApi.as_view(), name="api-training-job-list"),
+    path("training-jobs/<uuid:job_id>/", training_apis.TrainingJobDetailApi.as_view(), name="api-training-job-detail"),
+    path("training-jobs/<uuid:job_id>/cancel/", training_apis.TrainingJobCancelApi.as_view(),
+         name="api-training-job-cancel"),
+    path("training-jobs/<uuid:job_id>/resume/", training_apis.TrainingJobResumeApi.as_view(),
+         name="api-training-job-resume"),
+    path("models/", training_apis.TrainedModelListApi.as_view(), name="api-model-list"),
+    path("models/<uuid:model_id>/", training_apis.TrainedModelDetailApi.as_view(), name="api-model-detail"),
 ]

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from console.health import health
+from training_jobs.urls import model_urls, training_urls
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 urlpatterns = [
@@ -16,5 +17,7 @@ urlpatterns = [
     path("harnesses/", include("harness_editor.urls")),
     path("preview/", include("streams.urls")),
     path("datasets/", include("training_jobs.urls")),
+    path("training/", include(training_urls)),
+    path("models/", include(model_urls)),
     path("", include("console.page_urls")),
 ]

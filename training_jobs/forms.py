@@ -5,20 +5,26 @@ The form only turns inputs into the JSON a recipe and a source selection are (:m
 :func:`training_jobs.services.validate_build` owns every rule, and its located errors come back onto the fields
 (:meth:`RecipeForm.add_located_errors`: ``recipe.operators[3].probability`` → that operator's probability box).
 An optional recipe JSON box takes a whole recipe (operator settings too) instead of the fields.
+
+The launch form of a training job (:class:`TrainingJobForm`) follows the same pattern: its config boxes are made
+from ``SFTStageConfig``'s fields (type, default, description as help text).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from django import forms
+from pydantic import BaseModel
 
 from harness_editor.models import HarnessVersion
+from training_jobs.hat.config import LoraSettings, SFTStageConfig, StageConfig
 from training_jobs.hsa.dataset import Recipe, default_operators
 from training_jobs.hsa.operators import OPERATORS
 from training_jobs.hsa.samples import DEMO_MANIFESTS
+from training_jobs.models import TrainingJob
 from training_jobs.schemas import demo_scenarios
 from training_jobs.selectors import recordable_rooms
 
@@ -140,6 +146,139 @@ class RecipeForm(forms.Form):
                 s = re.match(r"^sources\.([a-z_]+)", path)
                 if s and s.group(1) in self.fields:
                     field = s.group(1)
+            if field is None:
+                message = f"{path}: {message}" if path else message
+            self.add_error(field, message)
+
+
+# --- launching a training job -------------------------------------------------------------------------------------
+
+# The stage settings the launch form shows as boxes (the rest keep their defaults or come from the JSON box).
+CONFIG_FIELDS = ("max_steps", "per_device_batch_size", "learning_rate", "lr_scheduler", "warmup_ratio",
+                 "save_steps", "max_length", "device", "bf16", "threads", "seed")
+LORA_FIELDS = ("r", "alpha", "dropout")
+# The stages this form launches: both take an SFTStageConfig, which is what its boxes are. The other kinds have
+# other configs; the API launches them.
+LAUNCH_KINDS = (TrainingJob.Kind.SFT, TrainingJob.Kind.BASELINE_SFT)
+CONFIG_LABELS = {"per_device_batch_size": "Batch size per device", "lr_scheduler": "LR scheduler",
+                 "bf16": "bf16 mixed precision", "max_length": "Max length (tokens)"}
+
+
+def _config_field(model: type[BaseModel], name: str, *, label: str | None = None) -> forms.Field:
+    """A form field for one pydantic field: its type, default and description (the help text). No bounds: the
+    service validates the config and its errors come back onto the field."""
+    info = model.model_fields[name]
+    kw = {"label": label or CONFIG_LABELS.get(name) or name.replace("_", " ").capitalize(),
+          "help_text": info.description or "", "initial": info.default}
+    annotation = info.annotation
+    if get_origin(annotation) is Literal:
+        return forms.ChoiceField(choices=[(v, v) for v in get_args(annotation)], **kw)
+    if annotation is bool:
+        return forms.BooleanField(required=False, **kw)
+    if annotation is int:
+        return forms.IntegerField(**kw)
+    if annotation is float:
+        return forms.FloatField(**kw)
+    raise TypeError(f"no form field for {model.__name__}.{name}: {annotation}")
+
+
+def _model_choices() -> list[tuple[str, str]]:
+    from training_jobs.selectors import model_list
+
+    return [("", "— pick a model —")] + [(str(m.pk), f"{m.name} · {m.get_kind_display()}") for m in model_list()[:200]]
+
+
+class TrainingJobForm(forms.Form):
+    """What to train (the stage, the dataset, the model it starts from) and the stage config. The dataset list
+    follows the chosen stage: HSA-SFT trains on ready HSA datasets, the baseline on ready fixed-harness ones. Like
+    :class:`RecipeForm`, the form only gathers inputs: :func:`training_jobs.services.validate_training` owns the
+    rules and its located errors land on the boxes (:meth:`add_located_errors`)."""
+
+    kind = forms.ChoiceField(choices=[(k, TrainingJob.Kind(k).label) for k in LAUNCH_KINDS],
+                             initial=TrainingJob.Kind.SFT, widget=forms.RadioSelect, label="Stage")
+    # plain text values behind select widgets: an id the lists do not offer reaches the service, which says why
+    dataset = forms.CharField(required=False, widget=forms.Select, help_text="ready datasets for this stage")
+    base_model = forms.CharField(required=False, widget=forms.Select, label="Base model",
+                                 help_text="the registry model the job starts from (its parent in the lineage)")
+    name = forms.CharField(max_length=120, required=False, help_text="default: '<stage> on <dataset>'")
+    lora = forms.BooleanField(required=False, label="Train LoRA adapters",
+                              help_text=StageConfig.model_fields["lora"].description)
+    config_json = forms.CharField(required=False, label="More settings (JSON, optional)",
+                                  widget=forms.Textarea(attrs={"rows": 4, "class": "code"}),
+                                  help_text="other SFTStageConfig fields, e.g. {\"gradient_accumulation_steps\": 4}; "
+                                            "a key here replaces the box of the same name")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:  # an unknown ?kind= falls back to HSA-SFT, with its radio checked
+            self.initial["kind"] = self.chosen_kind()
+        for name in CONFIG_FIELDS:
+            self.fields[name] = _config_field(SFTStageConfig, name)
+        for name in LORA_FIELDS:
+            self.fields[f"lora_{name}"] = _config_field(LoraSettings, name, label=f"LoRA {name}")
+        self.fields["dataset"].widget.choices = self.dataset_choices()
+        self.fields["base_model"].widget.choices = _model_choices()
+
+    def chosen_kind(self) -> str:
+        kind = self.data.get("kind") if self.is_bound else self.initial.get("kind")
+        return kind if kind in LAUNCH_KINDS else TrainingJob.Kind.SFT
+
+    def dataset_choices(self) -> list[tuple[str, str]]:
+        from training_jobs.selectors import training_datasets
+
+        datasets = training_datasets(kind=self.chosen_kind())
+        if not datasets:
+            return [("", "— no ready dataset for this stage: build one first —")]
+        return [("", "— pick a ready dataset —")] + [
+            (str(d.pk), f"{d.name} · {d.rows} rows · {d.created_at:%Y-%m-%d %H:%M}") for d in datasets]
+
+    def start_fields(self) -> list[forms.BoundField]:
+        return [self["base_model"], self["name"]]
+
+    def config_fields(self) -> list[forms.BoundField]:
+        return [self[n] for n in CONFIG_FIELDS]
+
+    def lora_fields(self) -> list[forms.BoundField]:
+        return [self[f"lora_{n}"] for n in LORA_FIELDS]
+
+    def clean_config_json(self) -> dict[str, Any]:
+        text = self.cleaned_data.get("config_json", "").strip()
+        if not text:
+            return {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise forms.ValidationError("a JSON object of config fields, e.g. {\"weight_decay\": 0.01}")
+        return data
+
+    def request(self) -> dict[str, Any]:
+        """``{"kind", "dataset_id", "base_model_id", "name", "config"}`` for ``services.training_job_start``."""
+        d = self.cleaned_data
+        config: dict[str, Any] = {name: d[name] for name in CONFIG_FIELDS}
+        if d.get("lora"):
+            config["lora"] = {name: d[f"lora_{name}"] for name in LORA_FIELDS}
+        config.update(d.get("config_json") or {})
+        return {"kind": d["kind"], "dataset_id": d.get("dataset") or None, "base_model_id": d.get("base_model") or None,
+                "name": d.get("name", ""), "config": config}
+
+    def add_located_errors(self, errors: list[dict[str, str]]) -> None:
+        """Put each ``{"path", "message"}`` on its box: ``config.max_steps`` → max_steps, ``config.lora.r`` →
+        lora_r, ``dataset`` → the dataset select; a key set in the JSON box → the JSON box; the rest on the form."""
+        from_json = set(self.cleaned_data.get("config_json") or {})
+        for e in errors:
+            path, message = e["path"], e["message"]
+            field = None
+            m = re.match(r"^config\.([a-z_0-9]+)(?:\.([a-z_0-9]+))?", path)
+            if path in ("kind", "dataset", "base_model"):
+                field = path
+            elif m and m.group(1) in from_json:
+                field, message = "config_json", f"{path}: {message}"
+            elif m and m.group(1) == "lora":
+                field = f"lora_{m.group(2)}" if m.group(2) in LORA_FIELDS else "lora"
+            elif m and m.group(1) in CONFIG_FIELDS:
+                field = m.group(1)
             if field is None:
                 message = f"{path}: {message}" if path else message
             self.add_error(field, message)

@@ -1,5 +1,7 @@
 """Reads of the dataset jobs: the job list, one job, and the rows of a finished dataset with what the sample
 browser shows beside each (the canonical sample before augmentation, both harnesses, their semantic diff).
+Reads of the training jobs and the model registry (lineage of a page of models in a few queries), and the pure
+functions that turn a job's progress points into an SVG curve and its latest numbers.
 
 Rows are read from the artifact (Hugging Face ``datasets`` on disk, memory-mapped); the JSON-lines files beside
 it are indexed once per folder (line offsets), so a page reads one line of each.
@@ -8,7 +10,9 @@ it are indexed once per folder (line offsets), so a page reads one line of each.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from django.db.models import QuerySet
 
 from harness_editor.diff import diff_manifests
 from harness_editor.schemas import Manifest, manifest_from_json
-from training_jobs.models import Dataset
+from training_jobs.models import Dataset, TrainedModel, TrainingJob
 
 
 def dataset_list(*, status: str | None = None, kind: str | None = None) -> QuerySet[Dataset]:
@@ -257,3 +261,182 @@ def recorded_turns(*, room_ids: Sequence[str]) -> tuple[list[Any], dict[str, int
                 meta={"room": str(room.pk), "turn": turn_id, "version": started.get("version"),
                       "minute": started.get("minute")}))
     return turns, skipped
+
+
+# --- training jobs and the model registry -----------------------------------------------------------------------
+
+
+def training_job_list(*, status: str | None = None, kind: str | None = None) -> QuerySet[TrainingJob]:
+    qs = TrainingJob.objects.select_related("created_by", "dataset", "base_model")
+    if status:
+        qs = qs.filter(status=status)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs
+
+
+def training_job_get(*, job_id) -> TrainingJob:
+    return TrainingJob.objects.select_related("created_by", "dataset", "base_model").get(pk=job_id)
+
+
+def training_job_models(job: TrainingJob) -> list[TrainedModel]:
+    """The models a job registered, in the order its stages finished (one per stage; the last is the job's
+    result)."""
+    return list(TrainedModel.objects.filter(job=job).order_by("created_at"))
+
+
+def training_datasets(*, kind: str) -> list[Dataset]:
+    """The datasets an SFT job of this kind may train on: ready (succeeded, artifact on disk) and of the matching
+    dataset kind (HSA-SFT on HSA datasets, the baseline on fixed-harness ones; the service checks the same)."""
+    dataset_kind = {TrainingJob.Kind.SFT: Dataset.Kind.HSA,
+                    TrainingJob.Kind.BASELINE_SFT: Dataset.Kind.FIXED_HARNESS}.get(kind)
+    if dataset_kind is None:
+        return []
+    return [d for d in dataset_ready_list().filter(kind=dataset_kind)[:200] if d.is_ready]
+
+
+def model_list(*, kind: str | None = None) -> QuerySet[TrainedModel]:
+    qs = TrainedModel.objects.select_related("created_by", "dataset", "parent", "job")
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs
+
+
+def model_get(*, model_id) -> TrainedModel:
+    return TrainedModel.objects.select_related("created_by", "dataset", "parent", "job", "endpoint").get(pk=model_id)
+
+
+def model_lineages(models: Sequence[TrainedModel]) -> dict[Any, list[TrainedModel]]:
+    """``{model id: [base, ..., model]}`` for a page of models, with one query per generation instead of one
+    per ancestor of every model (what ``TrainedModel.lineage()`` would cost on a list)."""
+    known: dict[Any, TrainedModel] = {m.pk: m for m in models}
+    missing = {m.parent_id for m in models if m.parent_id and m.parent_id not in known}
+    while missing:
+        fetched = list(TrainedModel.objects.filter(pk__in=missing).only("id", "name", "kind", "parent_id"))
+        known.update((m.pk, m) for m in fetched)
+        missing = {m.parent_id for m in fetched if m.parent_id and m.parent_id not in known}
+    out: dict[Any, list[TrainedModel]] = {}
+    for m in models:
+        chain, seen, node = [], set(), m
+        while node is not None and node.pk not in seen:  # a cycle cannot be written, but never loop on one
+            chain.append(node)
+            seen.add(node.pk)
+            node = known.get(node.parent_id) if node.parent_id else None
+        out[m.pk] = list(reversed(chain))
+    return out
+
+
+# --- curves and numbers of progress points (pure functions) -----------------------------------------------------
+
+CURVE_WIDTH, CURVE_HEIGHT = 480, 180
+CURVE_PAD = (58, 12, 10, 24)  # left (y labels), right, top, bottom (x labels) in SVG units
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _short(value: float) -> str:
+    return f"{value:.3g}" if value and (abs(value) < 1e-3 or abs(value) >= 1e5) else f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One metric against the step, in SVG coordinates (y grows downwards), ready for ``<polyline points>``."""
+
+    key: str
+    points: str  # "x,y x,y ..."
+    count: int
+    last_x: float
+    last_y: float
+    last_value: float
+    x_max: int
+    y_min: float
+    y_max: float
+    width: int = CURVE_WIDTH
+    height: int = CURVE_HEIGHT
+    left: int = CURVE_PAD[0]
+    right: int = CURVE_WIDTH - CURVE_PAD[1]
+    top: int = CURVE_PAD[2]
+    bottom: int = CURVE_HEIGHT - CURVE_PAD[3]
+
+    @property
+    def y_min_label(self) -> str:
+        return _short(self.y_min)
+
+    @property
+    def y_max_label(self) -> str:
+        return _short(self.y_max)
+
+    @property
+    def last_label(self) -> str:
+        return _short(self.last_value)
+
+
+def metric_curve(points: Sequence[Mapping[str, Any]], key: str, *, x_max: int = 0, width: int = CURVE_WIDTH,
+                 height: int = CURVE_HEIGHT, pad: tuple[int, int, int, int] = CURVE_PAD) -> Curve | None:
+    """The ``key`` values of progress points (``{"step": 3, "loss": 1.2, ...}``) as a curve in a ``width`` ×
+    ``height`` box: x from step 0 to ``max(x_max, last step)`` (pass the schedule's length so a live curve grows
+    across the box), y from the smallest to the largest value (a flat line sits in the middle, or on the floor at
+    0). Points without a finite number for ``key`` are skipped (the trainer's summary point has no ``loss``); when a
+    step appears twice the later point wins (a resumed job re-runs the steps after its last checkpoint). None
+    without any point."""
+    by_step: dict[float, float] = {}
+    for p in points:
+        step, value = p.get("step"), p.get(key)
+        if _finite(step) and _finite(value):
+            by_step[float(step)] = float(value)
+    if not by_step:
+        return None
+    steps = sorted(by_step)
+    values = [by_step[s] for s in steps]
+    x_hi = max(steps[-1], float(x_max or 0), 1.0)
+    lo, hi = min(values), max(values)
+    if hi == lo:  # a flat line: a band around it, never below 0 for a metric that is not (a learning rate of 0)
+        spread = abs(lo) * 0.1 or 1.0
+        lo, hi = (max(lo - spread, 0.0) if lo >= 0 else lo - spread), hi + spread
+    left, right, top, bottom = pad[0], width - pad[1], pad[2], height - pad[3]
+
+    def xy(step: float, value: float) -> tuple[float, float]:
+        x = left + (step / x_hi) * (right - left)
+        y = top + (1 - (value - lo) / (hi - lo)) * (bottom - top)
+        return round(x, 1), round(y, 1)
+
+    coords = [xy(s, v) for s, v in zip(steps, values)]
+    return Curve(key=key, points=" ".join(f"{x:g},{y:g}" for x, y in coords), count=len(coords),
+                 last_x=coords[-1][0], last_y=coords[-1][1], last_value=values[-1], x_max=int(math.ceil(x_hi)),
+                 y_min=lo, y_max=hi, width=width, height=height, left=left, right=right, top=top, bottom=bottom)
+
+
+LATEST_NUMBERS = (  # key, label, format
+    ("loss", "Loss", "{:.4f}"),
+    ("learning_rate", "Learning rate", "{:.3g}"),
+    ("grad_norm", "Gradient norm", "{:.3f}"),
+    ("tokens_per_s", "Tokens/s", "{:,.0f}"),
+    ("samples_per_s", "Samples/s", "{:.2f}"),
+)
+
+
+def latest_numbers(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The latest value of each headline metric (each from the last point that has it: the trainer's final
+    summary point has no loss), as ``{"key", "label", "value", "text", "step"}``; metrics never reported are
+    left out."""
+    out = []
+    for key, label, fmt in LATEST_NUMBERS:
+        point = next((p for p in reversed(points) if _finite(p.get(key))), None)
+        if point is not None:
+            out.append({"key": key, "label": label, "value": point[key], "text": fmt.format(point[key]),
+                        "step": point.get("step")})
+    return out
+
+
+def duration_text(seconds: float | None) -> str:
+    """``95`` → ``"1 min 35 s"``; ``""`` for None."""
+    if not _finite(seconds):
+        return ""
+    s = max(0, int(round(seconds)))
+    hours, rest = divmod(s, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"

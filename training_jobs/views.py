@@ -2,6 +2,10 @@
 one, a build's page (progress, cancel, error, statistics per operator), and the sample browser (a row's original
 and augmented harness side by side with the semantic diff, and the target turn before/after relabelling).
 
+Training pages: the job list, the launch form (stage, dataset, base model, stage config), a job's page (status,
+progress and ETA, loss and learning-rate curves drawn as inline SVG, latest numbers, log tail, config, cancel and
+resume) refreshing itself while the job is active; and the model registry (every model with its lineage).
+
 Each view: authorise (``role_required``) → call one service or selector → render. A page and its htmx fragment
 come from one template (django-template-partials); forms are plain POSTs, so everything works without script.
 """
@@ -22,8 +26,8 @@ from console.views import role_required
 from harness_editor.schemas import manifest_to_yaml
 from harness_editor.views import diff_context
 from training_jobs import selectors, services
-from training_jobs.forms import RecipeForm
-from training_jobs.models import Dataset
+from training_jobs.forms import RecipeForm, TrainingJobForm
+from training_jobs.models import Dataset, TrainedModel, TrainingJob
 
 SAMPLES_PER_PAGE = 25
 POLL_S = 1
@@ -138,4 +142,120 @@ def dataset_sample(request: HttpRequest, dataset_id, index: int) -> HttpResponse
         "augmented_yaml": manifest_to_yaml(augmented) if augmented is not None else "",
         "messages_json": json.dumps(sample["row"]["messages"], indent=2, ensure_ascii=False),
         "prev": index - 1 if index > 0 else None, "next": index + 1 if index + 1 < sample["count"] else None,
+    })
+
+
+# --- training jobs ------------------------------------------------------------------------------------------------
+
+TRAINING_POLL_S = 2
+
+
+def _job_or_404(job_id) -> TrainingJob:
+    try:
+        return selectors.training_job_get(job_id=job_id)
+    except TrainingJob.DoesNotExist:
+        raise Http404("no such training job") from None
+
+
+@role_required(roles.VIEW_TRAINING)
+@require_GET
+def training_list(request: HttpRequest) -> HttpResponse:
+    jobs = list(selectors.training_job_list()[:100])
+    context = {"jobs": jobs, "active": any(j.is_active for j in jobs), "poll_s": TRAINING_POLL_S,
+               "can_run": request.user.has_perm(roles.RUN_TRAINING)}
+    template = "training_jobs/training_list.html#jobs" if request.htmx else "training_jobs/training_list.html"
+    return render(request, template, context)
+
+
+@role_required(roles.RUN_TRAINING)
+@require_http_methods(["GET", "POST"])
+def training_new(request: HttpRequest) -> HttpResponse:
+    # ?kind= picks the stage whose datasets the select lists (the htmx swap when the stage changes, or a link)
+    form = TrainingJobForm(request.POST or None, initial={"kind": request.GET.get("kind", "")})
+    if request.htmx and request.method == "GET":
+        return render(request, "training_jobs/training_new.html#dataset-field", {"form": form})
+    error = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = services.training_job_start(user=request.user, **form.request())
+        except ValidationFailed as exc:
+            form.add_located_errors(exc.errors)
+            error = exc
+        except DomainError as exc:
+            error = exc
+        else:
+            return redirect("training:detail", job_id=job.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "training_jobs/training_new.html", {"form": form, "error": error}, status=status)
+
+
+def _training_page(request: HttpRequest, job: TrainingJob, *, error=None, status: int = 200) -> HttpResponse:
+    points = job.metrics or []
+    latest_eta = next((p["eta_s"] for p in reversed(points) if "eta_s" in p), None)
+    context = {
+        "job": job, "error": error, "poll_s": TRAINING_POLL_S,
+        "models": selectors.training_job_models(job),
+        "loss_curve": selectors.metric_curve(points, "loss", x_max=job.progress_total),
+        "lr_curve": selectors.metric_curve(points, "learning_rate", x_max=job.progress_total),
+        "numbers": selectors.latest_numbers(points),
+        "eta": selectors.duration_text(latest_eta) if job.status == TrainingJob.Status.RUNNING else "",
+        "config_json": json.dumps(job.config, indent=2),
+        "result_json": json.dumps(job.result, indent=2) if job.result else "",
+        "can_run": request.user.has_perm(roles.RUN_TRAINING),
+    }
+    template = "training_jobs/training_detail.html#job" if request.htmx else "training_jobs/training_detail.html"
+    return render(request, template, context, status=status)
+
+
+@role_required(roles.VIEW_TRAINING)
+@require_GET
+def training_detail(request: HttpRequest, job_id) -> HttpResponse:
+    return _training_page(request, _job_or_404(job_id))
+
+
+@role_required(roles.RUN_TRAINING)
+@require_POST
+def training_cancel(request: HttpRequest, job_id) -> HttpResponse:
+    job = _job_or_404(job_id)
+    try:
+        services.training_job_cancel(user=request.user, job=job)
+    except DomainError as exc:
+        return _training_page(request, job, error=exc, status=exc.status_code)
+    return redirect("training:detail", job_id=job.pk)
+
+
+@role_required(roles.RUN_TRAINING)
+@require_POST
+def training_resume(request: HttpRequest, job_id) -> HttpResponse:
+    job = _job_or_404(job_id)
+    try:
+        services.training_job_resume(user=request.user, job=job)
+    except DomainError as exc:
+        return _training_page(request, job, error=exc, status=exc.status_code)
+    return redirect("training:detail", job_id=job.pk)
+
+
+# --- the model registry -------------------------------------------------------------------------------------------
+
+
+@role_required(roles.VIEW_MODELS)
+@require_GET
+def model_list(request: HttpRequest) -> HttpResponse:
+    models = list(selectors.model_list()[:200])
+    lineages = selectors.model_lineages(models)
+    rows = [{"model": m, "lineage": lineages[m.pk]} for m in models]
+    return render(request, "training_jobs/model_list.html", {"rows": rows})
+
+
+@role_required(roles.VIEW_MODELS)
+@require_GET
+def model_detail(request: HttpRequest, model_id) -> HttpResponse:
+    try:
+        model = selectors.model_get(model_id=model_id)
+    except TrainedModel.DoesNotExist:
+        raise Http404("no such model") from None
+    return render(request, "training_jobs/model_detail.html", {
+        "model": model, "lineage": model.lineage(), "children": list(model.children.order_by("-created_at")),
+        "config_json": json.dumps(model.config, indent=2), "metrics_json": json.dumps(model.metrics, indent=2),
+        "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
     })

@@ -1,4 +1,5 @@
-"""Create the demo users (one per role) and the demo harness with a short history.
+"""Create the demo users (one per role), the demo harness with a short history, and register the committed demo
+model as a base model for training jobs.
 
 Idempotent: users are created or have their password reset to the demo one; the harness is created only
 when missing. Everything goes through the real services, so the audit timeline shows the history too.
@@ -19,6 +20,7 @@ from harness_editor import services
 from harness_editor.models import Harness
 from harness_editor.schemas import manifest_from_yaml
 from streams import services as stream_services
+from training_jobs import services as training_services
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "harness_editor" / "demo"
 DEMO_USERS = [
@@ -41,7 +43,7 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the demo live-room catalog and the demo scenarios.")
+            "the demo live-room catalog, the demo scenarios and the demo base model.")
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
@@ -69,6 +71,8 @@ class Command(BaseCommand):
         stream_services.catalog_seed_demo()
         stream_services.scenarios_seed_demo()
         stream_services.model_endpoint_ensure_default()
+        base = training_services.demo_base_model()  # idempotent: one registry row per model directory
+        self.stdout.write(self.style.SUCCESS(f"Base model for training jobs: {base.name}"))
         self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
