@@ -179,6 +179,11 @@ class TrainingJob(models.Model):
 
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.CANCELLING)
     RESUMABLE = (Status.CANCELLED, Status.FAILED)
+    # The datasets each kind trains on (None: it needs none); RL rolls out over the canonical samples of its
+    # dataset. The service enforces it; the launch form offers only these.
+    DATASET_KINDS: dict[str, tuple[str, ...] | None] = {
+        Kind.SFT: (Dataset.Kind.HSA,), Kind.BASELINE_SFT: (Dataset.Kind.FIXED_HARNESS,), Kind.DISTILL: None,
+        Kind.RL: (Dataset.Kind.HSA, Dataset.Kind.FIXED_HARNESS), Kind.PIPELINE: (Dataset.Kind.HSA,)}
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=120)

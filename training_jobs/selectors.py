@@ -286,13 +286,12 @@ def training_job_models(job: TrainingJob) -> list[TrainedModel]:
 
 
 def training_datasets(*, kind: str) -> list[Dataset]:
-    """The datasets an SFT job of this kind may train on: ready (succeeded, artifact on disk) and of the matching
-    dataset kind (HSA-SFT on HSA datasets, the baseline on fixed-harness ones; the service checks the same)."""
-    dataset_kind = {TrainingJob.Kind.SFT: Dataset.Kind.HSA,
-                    TrainingJob.Kind.BASELINE_SFT: Dataset.Kind.FIXED_HARNESS}.get(kind)
-    if dataset_kind is None:
+    """The datasets a job of this kind may train on: ready (succeeded, artifact on disk) and of a kind
+    ``TrainingJob.DATASET_KINDS`` allows (the service checks the same)."""
+    dataset_kinds = TrainingJob.DATASET_KINDS.get(kind)
+    if not dataset_kinds:
         return []
-    return [d for d in dataset_ready_list().filter(kind=dataset_kind)[:200] if d.is_ready]
+    return [d for d in dataset_ready_list().filter(kind__in=dataset_kinds)[:200] if d.is_ready]
 
 
 def model_list(*, kind: str | None = None) -> QuerySet[TrainedModel]:

@@ -408,10 +408,8 @@ JobStatus = TrainingJob.Status
 METRIC_POINTS_KEPT = 2000  # points stored per job (older ones thinned to every other point beyond this)
 LOG_LINES_KEPT = 200
 Kind = TrainingJob.Kind
-# The dataset each kind trains on (None: it needs none); RL rolls out over the canonical samples of its dataset.
-TRAINING_KIND_DATASET: dict[str, tuple[str, ...] | None] = {
-    Kind.SFT: (Dataset.Kind.HSA,), Kind.BASELINE_SFT: (Dataset.Kind.FIXED_HARNESS,), Kind.DISTILL: None,
-    Kind.RL: (Dataset.Kind.HSA, Dataset.Kind.FIXED_HARNESS), Kind.PIPELINE: (Dataset.Kind.HSA,)}
+TRAINING_KIND_DATASET = TrainingJob.DATASET_KINDS
+JOB_PROGRESS_EVERY_S = 2.0  # a job's progress row is rewritten at most this often (the pages refresh as often)
 STAGE_MODEL_KIND = {"sft": TrainedModel.Kind.SFT, "baseline_sft": TrainedModel.Kind.BASELINE_SFT,
                     "distill": TrainedModel.Kind.DISTILL, "rl": TrainedModel.Kind.RL}
 
@@ -586,7 +584,7 @@ class _JobReporter:
         self.job_id = job_id
         self.points: list[dict[str, Any]] = []
         self.lines: list[str] = []
-        self.last_write = 0.0
+        self.last_write = self.last_stop_check = 0.0
         self.stage, self.offset = "", 0  # the stage running, and the steps of the stages before it
 
     def report(self, point: dict[str, Any]) -> None:
@@ -601,11 +599,15 @@ class _JobReporter:
         self.flush(force=True)
 
     def should_stop(self) -> bool:
+        now = time.monotonic()
+        if now - self.last_stop_check < JOB_PROGRESS_EVERY_S:
+            return False
+        self.last_stop_check = now
         return TrainingJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self.last_write < PROGRESS_EVERY_S:
+        if not force and now - self.last_write < JOB_PROGRESS_EVERY_S:
             return
         self.last_write = now
         with transaction.atomic():
@@ -790,6 +792,17 @@ def model_serve_run(*, model_id) -> TrainedModel:
                                                       "kind": ModelEndpoint.Kind.LOCAL, "timeout_s": 120})
     model.endpoint, model.serve_pid, model.serve_host = endpoint, server.proc.pid, socket.gethostname()
     model.save(update_fields=["endpoint", "serve_pid", "serve_host"])
+    return model
+
+
+def model_unserve(*, user, model: TrainedModel) -> TrainedModel:
+    """Ask the worker host that serves a model to stop its server (a task on the gpu queue)."""
+    _require(user, roles.RUN_TRAINING, "stop serving models")
+    from training_jobs.tasks import model_serve_stop as stop_task
+
+    model_id = str(model.pk)
+    transaction.on_commit(lambda: stop_task.apply_async(args=(model_id,), queue="gpu"))
+    audit_record(actor=user, action="model.unserve", scope=f"model:{model.pk}", target=f"model:{model.name}")
     return model
 
 

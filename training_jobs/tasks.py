@@ -44,3 +44,9 @@ def training_jobs_sweep_stalled() -> list[str]:
 def model_serve(model_id: str) -> dict:
     model = services.model_serve_run(model_id=model_id)
     return {"model_id": str(model.pk), "endpoint": model.endpoint.name if model.endpoint else None}
+
+
+@shared_task(name="training_jobs.model_serve_stop", acks_late=False, time_limit=60)
+def model_serve_stop(model_id: str) -> dict:
+    model = services.model_serve_stop(model_id=model_id)
+    return {"model_id": str(model.pk), "served": model.endpoint is not None}

@@ -31,4 +31,5 @@ training_urls = ([
 model_urls = ([
     path("", views.model_list, name="list"),
     path("<uuid:model_id>/", views.model_detail, name="detail"),
+    path("<uuid:model_id>/serve/", views.model_serve, name="serve"),
 ], "models")

@@ -247,15 +247,42 @@ def model_list(request: HttpRequest) -> HttpResponse:
     return render(request, "training_jobs/model_list.html", {"rows": rows})
 
 
-@role_required(roles.VIEW_MODELS)
-@require_GET
-def model_detail(request: HttpRequest, model_id) -> HttpResponse:
+def _model_or_404(model_id) -> TrainedModel:
     try:
-        model = selectors.model_get(model_id=model_id)
+        return selectors.model_get(model_id=model_id)
     except TrainedModel.DoesNotExist:
         raise Http404("no such model") from None
+
+
+def _model_page(request: HttpRequest, model: TrainedModel, *, notice: str = "", error: Exception | None = None,
+                status: int = 200) -> HttpResponse:
     return render(request, "training_jobs/model_detail.html", {
         "model": model, "lineage": model.lineage(), "children": list(model.children.order_by("-created_at")),
         "config_json": json.dumps(model.config, indent=2), "metrics_json": json.dumps(model.metrics, indent=2),
         "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
-    })
+        "can_serve": request.user.has_perm(roles.RUN_TRAINING), "notice": notice, "error": error,
+    }, status=status)
+
+
+@role_required(roles.VIEW_MODELS)
+@require_GET
+def model_detail(request: HttpRequest, model_id) -> HttpResponse:
+    return _model_page(request, _model_or_404(model_id))
+
+
+@role_required(roles.RUN_TRAINING)
+@require_POST
+def model_serve(request: HttpRequest, model_id) -> HttpResponse:
+    """Attach the model to a local server on a worker (or, with ``stop``, detach it)."""
+    model = _model_or_404(model_id)
+    try:
+        if request.POST.get("stop"):
+            services.model_unserve(user=request.user, model=model)
+            notice = "Stopping its server on the worker."
+        else:
+            services.model_serve_start(user=request.user, model=model)
+            notice = "Starting a local server on a worker: its endpoint appears here and in the preview room " \
+                     "in a few seconds."
+    except DomainError as exc:
+        return _model_page(request, model, error=exc, status=exc.status_code)
+    return _model_page(request, model, notice=notice)

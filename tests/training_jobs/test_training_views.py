@@ -244,14 +244,16 @@ def test_launch_errors_land_on_their_fields_and_save_nothing(client, ml_staff, h
 def test_running_job_page_polls_and_shows_progress(client, ml_staff, running):
     client.force_login(ml_staff)
     html = client.get(f"/training/{running.pk}/").content.decode()
-    assert 'hx-trigger="every 2s"' in html and 'data-testid="cancel"' in html and 'data-testid="resume"' not in html
+    # redrawn when the job's WebSocket says progress was stored, polled slowly as a fallback
+    assert 'hx-trigger="job-progress from:body, every 2s"' in html and f'data-live-ws="/ws/training/{running.pk}/"' in html
+    assert 'data-testid="cancel"' in html and 'data-testid="resume"' not in html
     assert "step 3 / 6" in html and "about 12 s left" in html and "gpu-host-2" in html
     assert '<svg viewBox="0 0 480 180"' in html and 'data-testid="loss-curve"' in html
     assert 'data-testid="lr-curve"' in html and "<polyline" in html
     assert 'data-testid="number-loss"' in html and "0.8333" in html  # 2.5 / 3
     fragment = client.get(f"/training/{running.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div id="job"') and "<html" not in fragment
-    assert 'hx-trigger="every 2s"' in fragment
+    assert 'hx-trigger="job-progress from:body, every 2s"' in fragment
     listing = client.get("/training/").content.decode()
     assert 'hx-trigger="every 2s"' in listing and "sft-running" in listing
 
@@ -406,3 +408,28 @@ def test_admin_shows_jobs_and_models_read_only(client, finished):
     response = client.post(f"/admin/training_jobs/trainingjob/{finished.pk}/change/", {"name": "renamed"})
     assert response.status_code == 403
     assert client.get("/admin/training_jobs/trainedmodel/add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_serve_and_stop_buttons_queue_the_worker_tasks(client, ml_staff, manager, monkeypatch,
+                                                       django_capture_on_commit_callbacks):
+    from training_jobs import services, tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.model_serve, "apply_async", lambda args, queue: sent.append(("serve", args, queue)))
+    monkeypatch.setattr(tasks.model_serve_stop, "apply_async", lambda args, queue: sent.append(("stop", args, queue)))
+    model = services.demo_base_model()
+    client.force_login(manager)  # sees the registry, may not serve
+    page = client.get(f"/models/{model.pk}/").content.decode()
+    assert 'data-testid="serve"' not in page
+    assert client.post(f"/models/{model.pk}/serve/").status_code == 403
+    client.force_login(ml_staff)
+    assert 'data-testid="serve"' in client.get(f"/models/{model.pk}/").content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/models/{model.pk}/serve/")
+    assert response.status_code == 200 and "Starting a local server" in response.content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/models/{model.pk}/serve/", {"stop": "1"})
+    assert response.status_code == 200 and "Stopping its server" in response.content.decode()
+    assert sent == [("serve", (str(model.pk),), "gpu"), ("stop", (str(model.pk),), "gpu")]
+    assert client.post("/models/0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f/serve/").status_code == 404
