@@ -213,26 +213,26 @@ def training_detail(request: HttpRequest, job_id) -> HttpResponse:
     return _training_page(request, _job_or_404(job_id))
 
 
-@role_required(roles.RUN_TRAINING)
-@require_POST
-def training_cancel(request: HttpRequest, job_id) -> HttpResponse:
+def _job_action(request: HttpRequest, job_id, service) -> HttpResponse:
+    """A button on the job page: the service's refusal (409, ...) is shown on the page, else back to it."""
     job = _job_or_404(job_id)
     try:
-        services.training_job_cancel(user=request.user, job=job)
+        service(user=request.user, job=job)
     except DomainError as exc:
         return _training_page(request, job, error=exc, status=exc.status_code)
     return redirect("training:detail", job_id=job.pk)
+
+
+@role_required(roles.RUN_TRAINING)
+@require_POST
+def training_cancel(request: HttpRequest, job_id) -> HttpResponse:
+    return _job_action(request, job_id, services.training_job_cancel)
 
 
 @role_required(roles.RUN_TRAINING)
 @require_POST
 def training_resume(request: HttpRequest, job_id) -> HttpResponse:
-    job = _job_or_404(job_id)
-    try:
-        services.training_job_resume(user=request.user, job=job)
-    except DomainError as exc:
-        return _training_page(request, job, error=exc, status=exc.status_code)
-    return redirect("training:detail", job_id=job.pk)
+    return _job_action(request, job_id, services.training_job_resume)
 
 
 # --- the model registry -------------------------------------------------------------------------------------------
