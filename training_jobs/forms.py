@@ -157,9 +157,10 @@ class RecipeForm(forms.Form):
 CONFIG_FIELDS = ("max_steps", "per_device_batch_size", "learning_rate", "lr_scheduler", "warmup_ratio",
                  "save_steps", "max_length", "device", "bf16", "threads", "seed")
 LORA_FIELDS = ("r", "alpha", "dropout")
-# The stages this form launches: both take an SFTStageConfig, which is what its boxes are. The other kinds have
-# other configs; the API launches them.
-LAUNCH_KINDS = (TrainingJob.Kind.SFT, TrainingJob.Kind.BASELINE_SFT)
+# Every kind launches here. The two SFT kinds get a box per SFTStageConfig field; distillation, RL and the
+# pipeline (whose configs nest stages) get their whole config as JSON, prefilled with its documented defaults.
+LAUNCH_KINDS = tuple(TrainingJob.Kind.values)
+SFT_KINDS = (TrainingJob.Kind.SFT, TrainingJob.Kind.BASELINE_SFT)
 CONFIG_LABELS = {"per_device_batch_size": "Batch size per device", "lr_scheduler": "LR scheduler",
                  "bf16": "bf16 mixed precision", "max_length": "Max length (tokens)"}
 
@@ -190,7 +191,8 @@ def _model_choices() -> list[tuple[str, str]]:
 
 class TrainingJobForm(forms.Form):
     """What to train (the stage, the dataset, the model it starts from) and the stage config. The dataset list
-    follows the chosen stage: HSA-SFT trains on ready HSA datasets, the baseline on ready fixed-harness ones. Like
+    and the config boxes follow the chosen stage (``TrainingJob.DATASET_KINDS``; boxes for the SFT kinds, JSON
+    for the others). Like
     :class:`RecipeForm`, the form only gathers inputs: :func:`training_jobs.services.validate_training` owns the
     rules and its located errors land on the boxes (:meth:`add_located_errors`)."""
 
@@ -216,8 +218,23 @@ class TrainingJobForm(forms.Form):
             self.fields[name] = _config_field(SFTStageConfig, name)
         for name in LORA_FIELDS:
             self.fields[f"lora_{name}"] = _config_field(LoraSettings, name, label=f"LoRA {name}")
+        if not self.sft_kind:  # the whole config comes from the JSON box
+            for name in (*CONFIG_FIELDS, *(f"lora_{n}" for n in LORA_FIELDS)):
+                self.fields[name].required = False
+            from training_jobs.services import training_config_class
+
+            self.fields["config_json"].label = "Stage config (JSON)"
+            self.fields["config_json"].widget.attrs["rows"] = 18
+            self.fields["config_json"].help_text = (f"the {TrainingJob.Kind(self.chosen_kind()).label} config; "
+                                                    f"fields you leave out keep their defaults")
+            if not self.is_bound:
+                self.initial["config_json"] = training_config_class(self.chosen_kind())().model_dump_json(indent=2)
         self.fields["dataset"].widget.choices = self.dataset_choices()
         self.fields["base_model"].widget.choices = _model_choices()
+
+    @property
+    def sft_kind(self) -> bool:
+        return self.chosen_kind() in SFT_KINDS
 
     def chosen_kind(self) -> str:
         kind = self.data.get("kind") if self.is_bound else self.initial.get("kind")
@@ -256,10 +273,13 @@ class TrainingJobForm(forms.Form):
     def request(self) -> dict[str, Any]:
         """``{"kind", "dataset_id", "base_model_id", "name", "config"}`` for ``services.training_job_start``."""
         d = self.cleaned_data
-        config: dict[str, Any] = {name: d[name] for name in CONFIG_FIELDS}
-        if d.get("lora"):
-            config["lora"] = {name: d[f"lora_{name}"] for name in LORA_FIELDS}
-        config.update(d.get("config_json") or {})
+        if d["kind"] in SFT_KINDS:
+            config: dict[str, Any] = {name: d[name] for name in CONFIG_FIELDS}
+            if d.get("lora"):
+                config["lora"] = {name: d[f"lora_{name}"] for name in LORA_FIELDS}
+            config.update(d.get("config_json") or {})
+        else:
+            config = d.get("config_json") or {}
         return {"kind": d["kind"], "dataset_id": d.get("dataset") or None, "base_model_id": d.get("base_model") or None,
                 "name": d.get("name", ""), "config": config}
 
@@ -267,6 +287,8 @@ class TrainingJobForm(forms.Form):
         """Put each ``{"path", "message"}`` on its box: ``config.max_steps`` → max_steps, ``config.lora.r`` →
         lora_r, ``dataset`` → the dataset select; a key set in the JSON box → the JSON box; the rest on the form."""
         from_json = set(self.cleaned_data.get("config_json") or {})
+        if not self.sft_kind:  # every config error is about the JSON box
+            from_json |= {"lora", *CONFIG_FIELDS}
         for e in errors:
             path, message = e["path"], e["message"]
             field = None

@@ -170,10 +170,10 @@ def training_list(request: HttpRequest) -> HttpResponse:
 @role_required(roles.RUN_TRAINING)
 @require_http_methods(["GET", "POST"])
 def training_new(request: HttpRequest) -> HttpResponse:
-    # ?kind= picks the stage whose datasets the select lists (the htmx swap when the stage changes, or a link)
+    # ?kind= picks the stage: its datasets and its config (the htmx swap when the stage changes, or a link)
     form = TrainingJobForm(request.POST or None, initial={"kind": request.GET.get("kind", "")})
     if request.htmx and request.method == "GET":
-        return render(request, "training_jobs/training_new.html#dataset-field", {"form": form})
+        return render(request, "training_jobs/training_new.html#form-body", {"form": form})
     error = None
     if request.method == "POST" and form.is_valid():
         try:

@@ -176,7 +176,8 @@ def test_launch_form_lists_ready_datasets_of_the_stage_and_the_registry(client, 
     Dataset.objects.create(name="still-building", kind="hsa", created_by=ml_staff, status="running")
     client.force_login(ml_staff)
     response = client.get("/training/new/")
-    assert [k for k, _ in response.context["form"].fields["kind"].choices] == ["sft", "baseline_sft"]
+    assert [k for k, _ in response.context["form"].fields["kind"].choices] == ["sft", "baseline_sft", "distill", "rl",
+                                                                            "pipeline"]
     page = response.content.decode()
     assert 'name="max_steps"' in page and "Optimizer steps of this stage." in page  # the field's description
     assert 'value="40"' in page  # SFTStageConfig's default
@@ -184,10 +185,10 @@ def test_launch_form_lists_ready_datasets_of_the_stage_and_the_registry(client, 
     assert f'value="{base.pk}"' in page
     baseline = client.get("/training/new/?kind=baseline_sft").content.decode()
     assert "fixed-ready" in baseline and "hsa-ready" not in baseline
-    # the stage radios swap the dataset select in with htmx
+    # the stage radios swap the dataset select and the config in with htmx
     fragment = client.get("/training/new/?kind=baseline_sft", HTTP_HX_REQUEST="true").content.decode()
-    assert fragment.lstrip().startswith('<div id="dataset-field"') and "fixed-ready" in fragment
-    assert "<html" not in fragment
+    assert fragment.lstrip().startswith('<div class="split" id="form-body"') and "fixed-ready" in fragment
+    assert "<html" not in fragment and 'name="max_steps"' in fragment
 
 
 def test_launch_queues_a_job_on_the_gpu_queue(client, ml_staff, hsa, base, queued_jobs,
@@ -210,6 +211,25 @@ def test_launch_baseline(client, ml_staff, fixed, base, queued_jobs):
     assert response.status_code == 302
     job = TrainingJob.objects.get()
     assert job.kind == "baseline_sft" and job.name == "Fixed-harness SFT (baseline) on fixed-ready"
+
+
+def test_launch_the_pipeline_with_its_json_config(client, ml_staff, hsa, fixed, base, queued_jobs):
+    client.force_login(ml_staff)
+    page = client.get("/training/new/?kind=pipeline").content.decode()
+    assert 'data-testid="config-json"' in page and 'name="max_steps"' not in page  # the whole config as JSON
+    assert "&quot;distill&quot;" in page and "&quot;num_generations&quot;" in page  # prefilled with the defaults
+    assert "hsa-ready" in page and "fixed-ready" not in page
+    bad = client.post("/training/new/", {"kind": "pipeline", "dataset": str(hsa.pk), "base_model": str(base.pk),
+                                         "config_json": '{"rl": {"num_generations": 1}}'})
+    assert bad.status_code == 400 and "config.rl.num_generations" in bad.content.decode()
+    assert not TrainingJob.objects.exists()
+    ok = client.post("/training/new/", {"kind": "pipeline", "dataset": str(hsa.pk), "base_model": str(base.pk),
+                                        "config_json": '{"sft": {"max_steps": 5}, "distill": null}'})
+    job = TrainingJob.objects.get()
+    assert ok.status_code == 302 and job.kind == "pipeline" and job.config["distill"] is None
+    assert job.config["sft"]["max_steps"] == 5 and job.progress_total == 5 + job.config["rl"]["max_steps"]
+    rl_page = client.get("/training/new/?kind=rl").content.decode()
+    assert "hsa-ready" in rl_page and "fixed-ready" in rl_page  # RL rolls out over either dataset's samples
 
 
 def test_launch_errors_land_on_their_fields_and_save_nothing(client, ml_staff, hsa, fixed, base, queued_jobs):
