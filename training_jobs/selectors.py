@@ -416,6 +416,23 @@ LATEST_NUMBERS = (  # key, label, format
 )
 
 
+REWARD_CURVES = (("reward", "Reward (combined)"), ("rewards/accuracy/mean", "Accuracy"),
+                 ("rewards/effectiveness/mean", "Effectiveness"), ("rewards/tool_rationality/mean", "Tool rationality"),
+                 ("rewards/skill_selection/mean", "Skill selection"))
+
+
+def reward_curves(points: Sequence[Mapping[str, Any]], *, x_max: int = 0) -> list[dict[str, Any]]:
+    """The RL stage's reward curves (the combined reward and each of the four, as GRPO logs them), for the
+    ones that have points: ``[{"key", "title", "curve"}]``."""
+    out = []
+    for key, title in REWARD_CURVES:
+        curve = metric_curve(points, key, x_max=x_max)
+        if curve is not None:
+            out.append({"key": key, "title": title, "curve": curve,
+                        "testid": "reward-curve-" + key.split("/")[1 if "/" in key else 0]})
+    return out
+
+
 def latest_numbers(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The latest value of each headline metric (each from the last point that has it: the trainer's final
     summary point has no loss), as ``{"key", "label", "value", "text", "step"}``; metrics never reported are

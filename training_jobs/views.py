@@ -197,6 +197,7 @@ def _training_page(request: HttpRequest, job: TrainingJob, *, error=None, status
         "models": selectors.training_job_models(job),
         "loss_curve": selectors.metric_curve(points, "loss", x_max=job.progress_total),
         "lr_curve": selectors.metric_curve(points, "learning_rate", x_max=job.progress_total),
+        "reward_curves": selectors.reward_curves(points, x_max=job.progress_total),
         "numbers": selectors.latest_numbers(points),
         "eta": selectors.duration_text(latest_eta) if job.status == TrainingJob.Status.RUNNING else "",
         "config_json": json.dumps(job.config, indent=2),

@@ -453,3 +453,15 @@ def test_serve_and_stop_buttons_queue_the_worker_tasks(client, ml_staff, manager
     assert response.status_code == 200 and "Stopping its server" in response.content.decode()
     assert sent == [("serve", (str(model.pk),), "gpu"), ("stop", (str(model.pk),), "gpu")]
     assert client.post("/models/0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f/serve/").status_code == 404
+
+
+def test_rl_jobs_draw_their_reward_curves(client, ml_staff, base):
+    points = [{"step": i, "loss": 0.1, "learning_rate": 1e-3, "reward": 0.2 * i, "rewards/accuracy/mean": 0.5,
+               "rewards/tool_rationality/mean": 0.1 * i, "t": float(i)} for i in range(1, 4)]
+    job = TrainingJob.objects.create(name="rl", kind="rl", config={}, base_model=base, created_by=ml_staff,
+                                     status="running", progress_step=3, progress_total=5, metrics=points)
+    client.force_login(ml_staff)
+    html = client.get(f"/training/{job.pk}/").content.decode()
+    assert 'data-testid="reward-curve-reward"' in html and 'data-testid="reward-curve-accuracy"' in html
+    assert 'data-testid="reward-curve-tool_rationality"' in html
+    assert 'data-testid="reward-curve-effectiveness"' not in html  # never logged: no empty chart
