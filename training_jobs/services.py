@@ -715,8 +715,19 @@ def _run_stage(name: str, config: Any, job: TrainingJob, start_from: TrainedMode
     if name in ("sft", "baseline_sft"):
         from training_jobs.hat.sft import run_sft
 
-        return run_sft(config, model_dir=start_from.path, dataset_dir=job.dataset.artifact_dir / "dataset",
-                       out_dir=out, reporter=reporter, resume=True)
+        dataset_dir = job.dataset.artifact_dir / "dataset"
+        if config.num_processes > 1:  # one process per GPU: accelerate launch, followed through its JSON lines
+            from training_jobs.hat.stage import launch_command, run_launched
+
+            out.mkdir(parents=True, exist_ok=True)
+            config_path = out / "config.json"
+            config_path.write_text(config.model_dump_json(indent=2), encoding="utf-8")
+            command = launch_command("sft", config, ["--config", str(config_path), "--model", start_from.path,
+                                                     "--dataset", str(dataset_dir), "--out", str(out)])
+            reporter.log("launching: " + " ".join(command))
+            return run_launched(command, reporter)
+        return run_sft(config, model_dir=start_from.path, dataset_dir=dataset_dir, out_dir=out, reporter=reporter,
+                       resume=True)
     if name == "distill":
         from training_jobs.hat.distill import run_distill
 

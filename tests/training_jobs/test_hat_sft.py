@@ -150,3 +150,36 @@ def test_the_cli_reports_json_lines_and_stops_on_sigterm(hsa_dataset, tmp_path):
     assert result["event"] == "result" and result["stopped"] is True and result["final_dir"] is None
     assert 2 <= result["steps"] < 500 and Path(result["checkpoint_dir"]).name == f"checkpoint-{result['steps']}"
     assert any(e["event"] == "log" and "stopping at step" in e["line"] for e in events)
+
+
+def test_a_launched_stage_is_followed_and_stopped_through_its_json_lines(hsa_dataset, tmp_path):
+    """The worker's path for several GPUs (here the one-process command, as no GPU is here): progress and log lines
+    reach the reporter, a stop request SIGTERMs the process, which saves a checkpoint and reports its result."""
+    import sys
+
+    from training_jobs.hat.stage import run_launched
+
+    config = SFTStageConfig(**{**FAST, "max_steps": 500, "save_steps": 1000})
+    (tmp_path / "c.json").write_text(config.model_dump_json())
+    command = launch_command("sft", config, ["--config", str(tmp_path / "c.json"), "--model", str(DEMO_MODEL_DIR),
+                                             "--dataset", str(hsa_dataset), "--out", str(tmp_path / "o")],
+                             python=sys.executable)
+    rec = Recorder(stop_at_step=2)
+    result = run_launched(command, rec)
+    assert result.stopped and 2 <= result.steps < 500 and result.checkpoint_dir.name == f"checkpoint-{result.steps}"
+    assert [p["step"] for p in rec.points if "loss" in p][:2] == [1, 2]
+    assert any("stopping at step" in line for line in rec.lines)
+
+
+def test_a_launched_stage_that_dies_says_why(tmp_path):
+    from training_jobs.hat.stage import run_launched
+
+    with pytest.raises(RuntimeError, match="invalid config"):
+        run_launched([sys_executable(), "-m", "training_jobs.hat.cli", "sft", "--config", str(tmp_path / "none.json"),
+                      "--model", "m", "--dataset", "d", "--out", str(tmp_path)], Recorder())
+
+
+def sys_executable() -> str:
+    import sys
+
+    return sys.executable

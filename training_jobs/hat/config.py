@@ -82,6 +82,12 @@ class DistillStageConfig(StageConfig):
     general_prompts: int = Field(200, ge=1, le=100_000, description="General instruction prompts to use "
                                                                     "(IFEval and the shipped general set).")
 
+    @model_validator(mode="after")
+    def _one_process(self) -> DistillStageConfig:
+        if self.num_processes > 1:
+            raise ValueError("distillation runs in one process so far: num_processes must be 1")
+        return self
+
 
 class RLStageConfig(StageConfig):
     """Stage 3, HSA agentic RL (``trl.GRPOTrainer``): rollouts act in the live-room simulator through the turn
@@ -100,6 +106,12 @@ class RLStageConfig(StageConfig):
     reasoning_budget: int = Field(64, ge=0, description="Reasoning tokens allowed before the length penalty.")
     reasoning_penalty: float = Field(0.01, ge=0, le=1, description="Penalty per reasoning token over budget.")
     prompts: int = Field(64, ge=1, le=1_000_000, description="Simulator prompts (comments in their rooms).")
+
+    @model_validator(mode="after")
+    def _one_process(self) -> RLStageConfig:
+        if self.num_processes > 1:
+            raise ValueError("the RL stage runs its rollouts in one process so far: num_processes must be 1")
+        return self
 
 
 class PipelineConfig(BaseModel):

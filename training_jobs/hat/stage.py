@@ -24,6 +24,8 @@ from typing import Any
 from training_jobs.hat.config import StageConfig
 from training_jobs.hat.progress import NullReporter, ProgressCallback, StageReporter
 
+REPO = Path(__file__).resolve().parents[2]
+
 # Files of a model directory that are not weights but belong with them (the tiny model's build spec, the chat
 # template a server applies, generation defaults).
 BESIDE_WEIGHTS = ("generation_config.json", "tiny_model_spec.json", "chat_template.jinja")
@@ -169,3 +171,57 @@ def launch_command(stage: str, config: StageConfig, stage_args: list[str], *, py
 
 def reporter_or_null(reporter: StageReporter | None) -> StageReporter:
     return reporter if reporter is not None else NullReporter()
+
+
+def run_launched(command: list[str], reporter: StageReporter, *, stop_grace_s: float = 600.0) -> StageResult:
+    """Run a stage as a separate process (``launch_command``: the CLI, or ``accelerate launch`` over several
+    GPUs) and follow its JSON lines: progress and log lines go to ``reporter``; when the reporter says stop, the
+    process gets SIGTERM (it saves a checkpoint and ends). Returns the process's final result; raises
+    RuntimeError with the tail of its error output when it ends without one."""
+    import signal
+    import subprocess
+    import tempfile
+    import threading
+
+    stderr = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO)
+    result: dict[str, Any] | None = None
+    stopping = threading.Event()
+
+    def watch_stop() -> None:
+        while proc.poll() is None and not stopping.is_set():
+            if reporter.should_stop():
+                proc.send_signal(signal.SIGTERM)
+                stopping.set()
+            time.sleep(1.0)
+
+    watcher = threading.Thread(target=watch_stop, daemon=True)
+    watcher.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.pop("event", None)
+            if kind == "progress":
+                reporter.report(event)
+            elif kind == "log":
+                reporter.log(str(event.get("line", "")))
+            elif kind == "result":
+                result = event
+        proc.wait(timeout=stop_grace_s)
+    finally:
+        stopping.set()
+        if proc.poll() is None:
+            proc.kill()
+        watcher.join(timeout=5)
+    if result is None:
+        stderr.seek(0)
+        tail = stderr.read()[-2000:]
+        raise RuntimeError(f"the stage process ended ({proc.returncode}) without a result: {tail}")
+    return StageResult(stage=result["stage"], final_dir=Path(result["final_dir"]) if result.get("final_dir") else None,
+                       checkpoint_dir=Path(result["checkpoint_dir"]) if result.get("checkpoint_dir") else None,
+                       steps=result["steps"], max_steps=result["max_steps"], stopped=result["stopped"],
+                       metrics=result.get("metrics") or {})
