@@ -5,12 +5,11 @@ the trained tokens are exactly what the policy saw and wrote (engine tokens mask
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from training_jobs.hat.config import RLStageConfig
-from training_jobs.hat.rl import PolicyBackend, rollout, rollout_tasks, run_rl
+from training_jobs.hat.rl import rollout, rollout_tasks, run_rl
 from training_jobs.hsa.samples import tiny_model_samples
 from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
 
@@ -84,3 +83,30 @@ def test_grpo_steps_train_on_engine_rollouts(samples, tmp_path):
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(result.final_dir).num_parameters() > 0
+
+
+def test_the_rollout_sequence_is_the_chat_template_s_layout(samples, policy):
+    """Between the policy's answers the sequence holds exactly what the template puts there (the end of the answer,
+    the tool results, the next generation prompt): decoded, every engine segment starts where the template would
+    start the next turn."""
+    model, tokenizer = policy
+    engine_segments = 0
+    for task in rollout_tasks(samples, augment_probability=0.0)[:3]:
+        r = rollout(task, model, tokenizer, RLStageConfig(**{**FAST, "max_completion_length": 48}))
+        b = r.backend
+        segments, current, kind = [], [], None
+        for tok, m in zip(b.completion_ids, b.env_mask):
+            if m != kind and current:
+                segments.append((kind, current))
+                current = []
+            kind = m
+            current.append(tok)
+        if current:
+            segments.append((kind, current))
+        for m, toks in segments:
+            if m == 0:  # an engine segment: closes the previous answer, then a new turn with its own header
+                engine_segments += 1
+                text = tokenizer.decode(toks)
+                assert "<|im_start|>" in text and text.rstrip().endswith(("assistant", "</think>")), text[-80:]
+                assert text.lstrip("<|im_end|>").startswith("\n"), text[:40]
+    assert engine_segments  # the model called tools: there were segments to check

@@ -103,6 +103,7 @@ class PolicyBackend:
         self.completion_ids: list[int] = []
         self.env_mask: list[int] = []
         self._answered = 0  # messages of the conversation the sequence already holds (through the last answer)
+        self._ended = False  # the last answer ended with the end-of-turn token (not cut at max_new_tokens)
         self.broken = ""  # why the sequence could not be kept exact (the rollout is then not trained on)
 
     def _render(self, messages: list[dict[str, Any]], tools: Any, generation: bool) -> str:
@@ -122,7 +123,12 @@ class PolicyBackend:
             after = self._render(messages, tools, True)
             if not after.startswith(before):
                 self.broken = "the chat template renders earlier turns differently later in the conversation"
-            added = self._encode(after[len(before):]) if not self.broken else []
+            # the template closes the answer with the end-of-turn token and a separator (a newline): the policy
+            # wrote the token itself unless it was cut at max_new_tokens
+            eos = self.tokenizer.eos_token or ""
+            separator = before[before.rfind(eos) + len(eos):] if eos and eos in before else ""
+            closing = ("" if self._ended else eos) + separator
+            added = self._encode(closing + after[len(before):]) if not self.broken else []
             self.completion_ids += added
             self.env_mask += [0] * len(added)
         context = torch.tensor([self.prompt_ids + self.completion_ids], device=self.model.device)
@@ -133,6 +139,7 @@ class PolicyBackend:
                                       eos_token_id=self.tokenizer.eos_token_id,
                                       pad_token_id=self.tokenizer.pad_token_id)
         new = out[0, context.shape[1]:].tolist()
+        self._ended = bool(new) and new[-1] == self.tokenizer.eos_token_id
         self.completion_ids += new
         self.env_mask += [1] * len(new)
         self._answered = len(messages) + 1  # the engine appends this answer as one assistant message
