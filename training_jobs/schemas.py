@@ -84,7 +84,7 @@ class Sources(BaseModel):
     @field_validator("preview_rooms")
     @classmethod
     def _room_ids(cls, v: list[str]) -> list[str]:
-        bad = [r for r in v if not isinstance(r, str) or not _is_uuid(r)]
+        bad = [r for r in v if not isinstance(r, str) or not is_uuid(r)]
         if bad:
             raise ValueError(f"preview rooms are named by their id (a UUID), not {bad}")
         return list(dict.fromkeys(str(uuid.UUID(r)) for r in v))
@@ -118,9 +118,10 @@ class Sources(BaseModel):
         return samples
 
 
-def _is_uuid(text: str) -> bool:
+def is_uuid(value: Any) -> bool:
+    """Whether ``value`` reads as a UUID (ids of rooms, datasets, models)."""
     try:
-        uuid.UUID(text)
+        uuid.UUID(str(value))
     except ValueError:
         return False
     return True

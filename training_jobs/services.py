@@ -48,7 +48,7 @@ from training_jobs.hsa.dataset import (
 )
 from training_jobs.hsa.samples import Sample
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
-from training_jobs.schemas import Sources, located_errors, parse_recipe, parse_sources
+from training_jobs.schemas import Sources, is_uuid, located_errors, parse_recipe, parse_sources
 
 logger = logging.getLogger(__name__)
 
@@ -483,7 +483,7 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
             errors.append({"path": "config", "message": str(exc)})
     wanted = TRAINING_KIND_DATASET.get(kind)
     if wanted is not None or dataset_id not in (None, ""):
-        dataset = Dataset.objects.filter(pk=dataset_id).first() if _is_uuid_value(dataset_id) else None
+        dataset = Dataset.objects.filter(pk=dataset_id).first() if is_uuid(dataset_id) else None
         if dataset is None:
             errors.append({"path": "dataset", "message": f"no dataset {dataset_id}"})
         elif not dataset.is_ready:
@@ -492,7 +492,7 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
             errors.append({"path": "dataset", "message": f"{Kind(kind).label} trains on "
                            f"{' or '.join(Dataset.Kind(k).label for k in wanted)} datasets, not "
                            f"{dataset.get_kind_display()}"})
-    base = TrainedModel.objects.filter(pk=base_model_id).first() if _is_uuid_value(base_model_id) else None
+    base = TrainedModel.objects.filter(pk=base_model_id).first() if is_uuid(base_model_id) else None
     if base is None:
         errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
     elif not (base.directory / "config.json").is_file():
@@ -500,14 +500,6 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
     if errors:
         raise ValidationFailed("the training request is invalid", errors=errors)
     return parsed, dataset, base
-
-
-def _is_uuid_value(value: Any) -> bool:
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return True
 
 
 def _enqueue_training(job_id) -> None:

@@ -171,8 +171,8 @@ def rollout(task: RolloutTask, model: Any, tokenizer: Any, config: RLStageConfig
     if backend.broken:
         return Rollout(task, result, backend, dict.fromkeys(REWARD_NAMES, 0.0), backend.broken)
     scores = {name: s.value for name, s in R.score_rollout(result, task.manifest, task.room, task.reference).items()}
-    reasoning = len(tokenizer(R.reasoning_text(result), add_special_tokens=False)["input_ids"]) if \
-        R.reasoning_text(result) else 0
+    thought = R.reasoning_text(result)
+    reasoning = len(tokenizer(thought, add_special_tokens=False)["input_ids"]) if thought else 0
     scores["reasoning_length"] = R.reasoning_length_penalty(reasoning, max(config.reasoning_budget, 1),
                                                             config.reasoning_penalty) if config.reasoning_penalty else 0.0
     return Rollout(task, result, backend, scores)
