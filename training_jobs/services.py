@@ -704,33 +704,47 @@ def _run_stages(job: TrainingJob, reporter: _JobReporter) -> tuple[bool, list[di
 
 def _run_stage(name: str, config: Any, job: TrainingJob, start_from: TrainedModel, out: Path,
                reporter: _JobReporter):
-    if name in ("sft", "baseline_sft"):
-        from training_jobs.hat.sft import run_sft
+    """One stage in this worker process, or, when its config asks for several processes, launched with
+    ``accelerate launch`` through the stage CLI (followed through its JSON lines; inputs handed over as files)."""
+    from training_jobs.hat.stage import launch_command, run_launched
 
+    stage = "sft" if name == "baseline_sft" else name
+    launched = config.num_processes > 1
+    if launched:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
+    args = ["--config", str(out / "config.json"), "--model", start_from.path, "--out", str(out)]
+    if stage == "sft":
         dataset_dir = job.dataset.artifact_dir / "dataset"
-        if config.num_processes > 1:  # one process per GPU: accelerate launch, followed through its JSON lines
-            from training_jobs.hat.stage import launch_command, run_launched
+        if not launched:
+            from training_jobs.hat.sft import run_sft
 
-            out.mkdir(parents=True, exist_ok=True)
-            config_path = out / "config.json"
-            config_path.write_text(config.model_dump_json(indent=2), encoding="utf-8")
-            command = launch_command("sft", config, ["--config", str(config_path), "--model", start_from.path,
-                                                     "--dataset", str(dataset_dir), "--out", str(out)])
-            reporter.log("launching: " + " ".join(command))
-            return run_launched(command, reporter)
-        return run_sft(config, model_dir=start_from.path, dataset_dir=dataset_dir, out_dir=out, reporter=reporter,
-                       resume=True)
-    if name == "distill":
-        from training_jobs.hat.distill import run_distill
-
+            return run_sft(config, model_dir=start_from.path, dataset_dir=dataset_dir, out_dir=out,
+                           reporter=reporter, resume=True)
+        args += ["--dataset", str(dataset_dir)]
+    elif stage == "distill":
         teacher = teacher_of(start_from)
         reporter.log(f"teacher: {teacher.name} (the base of {start_from.name}, frozen)")
-        return run_distill(config, model_dir=start_from.path, teacher_dir=teacher.path, out_dir=out,
-                           reporter=reporter, resume=True)
-    from training_jobs.hat.rl import run_rl
+        if not launched:
+            from training_jobs.hat.distill import run_distill
 
-    samples, _ = collect_samples(parse_sources(job.dataset.sources))
-    return run_rl(config, model_dir=start_from.path, samples=samples, out_dir=out, reporter=reporter, resume=True)
+            return run_distill(config, model_dir=start_from.path, teacher_dir=teacher.path, out_dir=out,
+                               reporter=reporter, resume=True)
+        args += ["--teacher", teacher.path]
+    else:
+        samples, _ = collect_samples(parse_sources(job.dataset.sources))
+        if not launched:
+            from training_jobs.hat.rl import run_rl
+
+            return run_rl(config, model_dir=start_from.path, samples=samples, out_dir=out, reporter=reporter,
+                          resume=True)
+        from training_jobs.hsa.samples import write_samples_jsonl
+
+        write_samples_jsonl(samples, out / "samples.jsonl")
+        args += ["--samples", str(out / "samples.jsonl")]
+    command = launch_command(stage, config, args)
+    reporter.log(f"launching {config.num_processes} processes: " + " ".join(command))
+    return run_launched(command, reporter)
 
 
 def training_job_sweep_stalled(*, now=None) -> list[str]:

@@ -4,6 +4,7 @@ the trained tokens are exactly what the policy saw and wrote (engine tokens mask
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -110,3 +111,22 @@ def test_the_rollout_sequence_is_the_chat_template_s_layout(samples, policy):
                 assert "<|im_start|>" in text and text.rstrip().endswith(("assistant", "</think>")), text[-80:]
                 assert text.lstrip("<|im_end|>").startswith("\n"), text[:40]
     assert engine_segments  # the model called tools: there were segments to check
+
+
+def test_samples_travel_to_a_launched_stage_whole(tmp_path):
+    """The worker hands the RL stage's canonical samples to the processes it launches as JSON lines: every field
+    comes back equal (tool results, hook retries, rooms, comments), and samples that shared a harness share it."""
+    from harness_editor.schemas import content_hash
+    from training_jobs.hsa.samples import Retry, read_samples_jsonl, scenario_samples, write_samples_jsonl
+
+    originals = [*scenario_samples(), *tiny_model_samples(5, seed=2)]
+    originals.append(originals[0].with_target((Retry("Only $5, buy now!!!"), *originals[0].target)))
+    assert write_samples_jsonl(originals, tmp_path / "s.jsonl") == len(originals)
+    back = read_samples_jsonl(tmp_path / "s.jsonl")
+    for a, b in zip(originals, back, strict=True):
+        assert (a.id, a.source, a.target, dict(a.room), tuple(a.comments), dict(a.meta)) == \
+               (b.id, b.source, b.target, dict(b.room), tuple(b.comments), dict(b.meta))
+        assert content_hash(a.manifest) == content_hash(b.manifest)
+    assert len({id(s.manifest) for s in back}) == len({id(s.manifest) for s in originals}) > 1
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert sum("manifest" in line for line in lines) == len({id(s.manifest) for s in originals})

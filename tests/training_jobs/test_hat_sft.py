@@ -115,15 +115,51 @@ def test_several_gpus_launch_through_accelerate():
     one = launch_command("sft", SFTStageConfig(), ["--config", "c.json"], python="py")
     assert one == ["py", "-m", "training_jobs.hat.cli", "sft", "--config", "c.json"]
     four = launch_command("sft", SFTStageConfig(device="cuda", bf16=True, num_processes=4), ["--config", "c.json"],
-                          python="py")
+                          python="py", port=29511)
     assert four[:3] == ["py", "-m", "accelerate.commands.launch"]
-    assert four[four.index("--num_processes") + 1] == "4" and four[four.index("--mixed_precision") + 1] == "bf16"
     assert four[-5:] == ["-m", "training_jobs.hat.cli", "sft", "--config", "c.json"]
     from accelerate.commands.launch import launch_command_parser  # what accelerate itself makes of it
 
     args = launch_command_parser().parse_args(four[3:])
-    assert (args.num_processes, args.mixed_precision, args.module) == (4, "bf16", True)
+    assert (args.multi_gpu, args.num_processes, args.num_machines, args.mixed_precision) == (True, 4, 1, "bf16")
+    assert (args.main_process_port, args.module, args.cpu) == (29511, True, False)
     assert (args.training_script, args.training_script_args) == ("training_jobs.hat.cli", ["sft", "--config", "c.json"])
+    on_cpu = launch_command_parser().parse_args(
+        launch_command("sft", SFTStageConfig(num_processes=2, threads=3), [], python="py")[3:])
+    assert (on_cpu.num_processes, on_cpu.mixed_precision, on_cpu.num_cpu_threads_per_process) == (2, "no", 3)
+    assert 1024 < on_cpu.main_process_port < 65536  # a free port: two jobs on one host do not meet
+
+
+def test_two_processes_train_stop_together_and_resume(hsa_dataset, tmp_path):
+    """Data parallel for real: ``accelerate launch`` with two processes (gloo on this CPU; NCCL on GPUs is the
+    same code). A stop request reaches both and they stop at the same step (or one would wait for the other
+    forever); a second launch resumes from that checkpoint and the main process alone writes the final model."""
+    import sys
+
+    from training_jobs.hat.stage import run_launched
+
+    config = SFTStageConfig(**{**FAST, "max_steps": 200, "save_steps": 1000, "threads": 1, "num_processes": 2})
+    (tmp_path / "c.json").write_text(config.model_dump_json())
+    args = ["--config", str(tmp_path / "c.json"), "--model", str(DEMO_MODEL_DIR), "--dataset", str(hsa_dataset),
+            "--out", str(tmp_path / "o")]
+    rec = Recorder(stop_at_step=2)
+    stopped = run_launched(launch_command("sft", config, args, python=sys.executable), rec, stop_grace_s=120)
+    assert stopped.stopped and 2 <= stopped.steps < 200 and stopped.checkpoint_dir.name == f"checkpoint-{stopped.steps}"
+    assert rec.points[-1]["samples_per_s"] > 0
+    state = json.loads((stopped.checkpoint_dir / "trainer_state.json").read_text())
+    assert state["train_batch_size"] == 2 and state["global_step"] == stopped.steps
+
+    short = config.model_copy(update={"max_steps": stopped.steps + 2})  # the rest of a shorter schedule
+    (tmp_path / "c.json").write_text(short.model_dump_json())
+    rec = Recorder()
+    done = run_launched(launch_command("sft", short, args, python=sys.executable), rec, stop_grace_s=120)
+    assert not done.stopped and done.steps == stopped.steps + 2
+    assert f"resuming from checkpoint-{stopped.steps}" in rec.lines
+    assert [p["step"] for p in rec.points if "loss" in p] == [stopped.steps + 1, stopped.steps + 2]
+    assert (done.final_dir / "model.safetensors").exists() and (tmp_path / "o" / "stage.json").exists()
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_pretrained(str(done.final_dir))
 
 
 def test_the_cli_reports_json_lines_and_stops_on_sigterm(hsa_dataset, tmp_path):

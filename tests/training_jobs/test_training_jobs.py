@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -217,6 +218,31 @@ def test_the_pipeline_chains_the_three_stages_and_registers_each_model(ml_staff,
     steps = [p["step"] for p in job.metrics if "loss" in p]
     assert steps == sorted(steps) and steps[-1] == 6 and {p["stage"] for p in job.metrics} == {"sft", "distill", "rl"}
     assert "[distill] teacher: demo-tiny" in job.log_tail and "[rl] agentic RL" in job.log_tail
+
+
+@pytest.mark.django_db
+def test_a_pipeline_with_two_processes_per_stage_runs_each_through_accelerate_launch(
+        ml_staff, ready, django_capture_on_commit_callbacks):
+    """What a multi-GPU host does, on two CPU processes (gloo): each stage is launched with ``accelerate launch``
+    through the stage CLI (the RL stage's samples handed over as a file), followed through its JSON lines, and
+    registered as a model like an in-process stage."""
+    two = {"num_processes": 2, "threads": 1, "save_steps": 100}
+    config = {"sft": {**CONFIG, **two, "max_steps": 2},
+              "distill": {**two, "max_steps": 1, "per_device_batch_size": 2, "max_new_tokens": 8,
+                          "general_prompts": 8},
+              "rl": {**two, "max_steps": 1, "per_device_batch_size": 2, "num_generations": 2,
+                     "max_completion_length": 32, "prompts": 4}}
+    with django_capture_on_commit_callbacks(execute=False):
+        job = _start(ml_staff, ready, kind="pipeline", config=config)
+    job = services.training_job_run(job_id=job.pk)
+    assert job.status == "succeeded", job.error
+    assert job.log_tail.count("launching 2 processes: ") == 3 and "--multi_gpu" in job.log_tail
+    assert (Path(job.output_dir) / "rl" / "samples.jsonl").exists()
+    final = TrainedModel.objects.get(pk=job.result["model"])
+    assert [m.kind for m in final.lineage()] == ["base", "sft", "distill", "rl"]
+    assert all((m.directory / "model.safetensors").exists() for m in final.lineage()[1:])
+    steps = [p["step"] for p in job.metrics if "loss" in p]
+    assert steps == [1, 2, 3, 4] and [p["stage"] for p in job.metrics if "loss" in p] == ["sft", "sft", "distill", "rl"]
 
 
 @pytest.mark.django_db

@@ -25,7 +25,8 @@ class StageReporter(Protocol):
         """A line for the job's log."""
 
     def should_stop(self) -> bool:
-        """True once the job was asked to stop (checked at most every ``check_every_s``)."""
+        """True once the job was asked to stop. Asked at every step's end: a reporter whose answer costs
+        something (a database read) keeps it for a while itself."""
 
 
 class NullReporter:
@@ -50,12 +51,10 @@ def _number(v: Any) -> float | None:
 class ProgressCallback(TrainerCallback):
     """Reports each logged step and stops the trainer (saving a checkpoint first) when the reporter says so."""
 
-    def __init__(self, reporter: StageReporter, *, check_every_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, reporter: StageReporter, *, clock: Callable[[], float] = time.monotonic):
         self.reporter = reporter
-        self.check_every_s = check_every_s
         self.clock = clock
         self.stopped = False  # the trainer was stopped on request (not at max_steps)
-        self._last_check = -math.inf
         self._t0 = self._first_step = None
         self._last: tuple[float, float | None, int] | None = None  # (time, num_tokens, step) of the last point
 
@@ -86,13 +85,29 @@ class ProgressCallback(TrainerCallback):
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
-        now = self.clock()
-        if now - self._last_check < self.check_every_s:
-            return control
-        self._last_check = now
-        if self.reporter.should_stop():
+        stop = self.reporter.should_stop()
+        if _world_size() > 1:
+            # every process must stop at the same step (or the others wait in the next all-reduce forever): they
+            # agree on it each step, the stop counting when any process was asked (the request reaches them apart)
+            stop = _any_process(stop, args.device)
+        if stop:
             self.stopped = True
             control.should_save = True  # a checkpoint at this step: the job resumes from here
             control.should_training_stop = True
             self.reporter.log(f"stopping at step {state.global_step} as asked; checkpoint saved")
         return control
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _any_process(flag: bool, device: Any) -> bool:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())

@@ -97,6 +97,7 @@ def trainer_arguments(config: StageConfig, out_dir: Path) -> dict[str, Any]:
         bf16=config.bf16,
         fp16=False,
         gradient_checkpointing=False,
+        ddp_find_unused_parameters=False,  # every trained weight is used in each forward pass
         report_to="none",
         dataloader_num_workers=0,
         disable_tqdm=True,
@@ -121,6 +122,8 @@ def train_and_finish(stage: str, trainer: Any, tokenizer: Any, config: StageConf
 
     trainer.remove_callback(PrinterCallback)  # the stage reports through ProgressCallback, not print()
     checkpoint = latest_checkpoint(out_dir) if resume else None
+    if checkpoint is not None and trainer.args.world_size > 1 and trainer.args.device.type == "cpu":
+        _load_onto_numbered_cpus()
     if checkpoint is not None:
         progress.reporter.log(f"resuming from {checkpoint.name}")
     t0 = time.perf_counter()
@@ -135,12 +138,12 @@ def train_and_finish(stage: str, trainer: Any, tokenizer: Any, config: StageConf
     if metrics["steps_this_run"] and wall > 0:
         batch = config.per_device_batch_size * config.gradient_accumulation_steps * config.num_processes
         metrics["samples_per_s"] = round(metrics["steps_this_run"] * batch / wall, 3)
-    final = None
-    if not progress.stopped:
-        final = out_dir / "final"
+    main = trainer.accelerator.is_main_process  # under accelerate launch the main process alone writes
+    final = None if progress.stopped else out_dir / "final"
+    if final is not None and main:
         if final.exists():
             shutil.rmtree(final)
-        model = trainer.model
+        model = trainer.accelerator.unwrap_model(trainer.model)
         if config.lora is not None:  # one directory a server loads as it is
             model = model.merge_and_unload()
         model.save_pretrained(str(final))
@@ -151,22 +154,47 @@ def train_and_finish(stage: str, trainer: Any, tokenizer: Any, config: StageConf
                 shutil.copy(src, final / name)
     result = StageResult(stage, final, latest_checkpoint(out_dir), state.global_step, state.max_steps,
                          progress.stopped, metrics)
-    (out_dir / "stage.json").write_text(json.dumps({"config": config.model_dump(mode="json"), **result.to_dict()},
-                                                   indent=2, default=str) + "\n", encoding="utf-8")
+    if main:
+        (out_dir / "stage.json").write_text(json.dumps({"config": config.model_dump(mode="json"),
+                                                        **result.to_dict()}, indent=2, default=str) + "\n",
+                                            encoding="utf-8")
+    trainer.accelerator.wait_for_everyone()
     return result
 
 
-def launch_command(stage: str, config: StageConfig, stage_args: list[str], *, python: str = sys.executable
-                   ) -> list[str]:
+def _load_onto_numbered_cpus() -> None:
+    """Several CPU processes resume with ``map_location`` 'cpu:<rank>' (transformers passes each process's
+    device), which torch cannot restore onto; a storage saved on the CPU stays where it is. GPUs are unaffected."""
+    import torch
+
+    def restore(storage: Any, location: str) -> Any:
+        return storage if re.fullmatch(r"cpu:\d+", location) else None
+
+    torch.serialization.register_package(11, lambda storage: None, restore)
+
+
+def launch_command(stage: str, config: StageConfig, stage_args: list[str], *, python: str = sys.executable,
+                   port: int | None = None) -> list[str]:
     """The command that runs a stage through :mod:`training_jobs.hat.cli` (``stage_args``: its ``--config``,
-    ``--model``, ``--out``, ... options): plainly for one device, with ``accelerate launch`` and one process
-    per GPU (data parallel, bf16 when the config asks) when ``num_processes`` > 1."""
+    ``--model``, ``--out``, ... options): plainly for one process; with ``accelerate launch`` and
+    ``num_processes`` data-parallel processes when more than 1 (one per GPU, bf16 when the config asks; on
+    device 'cpu' the same launcher over gloo, as the trainer is told to use the CPU). ``port``: the processes'
+    rendezvous port (default: a free one, so two jobs on one host do not meet)."""
     module = ["-m", "training_jobs.hat.cli", stage, *stage_args]
     if config.num_processes <= 1:
         return [python, *module]
-    return [python, "-m", "accelerate.commands.launch", "--num_processes", str(config.num_processes),
-            "--num_machines", "1", "--mixed_precision", "bf16" if config.bf16 else "no",
-            "--dynamo_backend", "no", *module]
+    return [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(config.num_processes),
+            "--num_machines", "1", "--main_process_port", str(port or free_port()),
+            "--mixed_precision", "bf16" if config.bf16 else "no", "--dynamo_backend", "no",
+            *(["--num_cpu_threads_per_process", str(config.threads)] if config.device == "cpu" else []), *module]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def reporter_or_null(reporter: StageReporter | None) -> StageReporter:
@@ -175,24 +203,27 @@ def reporter_or_null(reporter: StageReporter | None) -> StageReporter:
 
 def run_launched(command: list[str], reporter: StageReporter, *, stop_grace_s: float = 600.0) -> StageResult:
     """Run a stage as a separate process (``launch_command``: the CLI, or ``accelerate launch`` over several
-    GPUs) and follow its JSON lines: progress and log lines go to ``reporter``; when the reporter says stop, the
-    process gets SIGTERM (it saves a checkpoint and ends). Returns the process's final result; raises
+    GPUs) and follow its JSON lines: progress and log lines go to ``reporter``. When the reporter says stop, a
+    stop file appears that every process of the stage checks at each step's end (a signal to the launcher would
+    tear its processes down instead): they save a checkpoint and end. Returns the stage's final result; raises
     RuntimeError with the tail of its error output when it ends without one."""
-    import signal
     import subprocess
     import tempfile
     import threading
 
     stderr = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO)
+    scratch = tempfile.TemporaryDirectory(prefix="hat-stage-")
+    stop_file = Path(scratch.name) / "stop"
+    proc = subprocess.Popen([*command, "--stop-file", str(stop_file)], stdout=subprocess.PIPE, stderr=stderr,
+                            text=True, cwd=REPO)
     result: dict[str, Any] | None = None
-    stopping = threading.Event()
+    ended = threading.Event()
 
     def watch_stop() -> None:
-        while proc.poll() is None and not stopping.is_set():
+        while proc.poll() is None and not ended.is_set():
             if reporter.should_stop():
-                proc.send_signal(signal.SIGTERM)
-                stopping.set()
+                stop_file.touch()
+                return
             time.sleep(1.0)
 
     watcher = threading.Thread(target=watch_stop, daemon=True)
@@ -213,15 +244,25 @@ def run_launched(command: list[str], reporter: StageReporter, *, stop_grace_s: f
                 result = event
         proc.wait(timeout=stop_grace_s)
     finally:
-        stopping.set()
+        ended.set()
         if proc.poll() is None:
             proc.kill()
         watcher.join(timeout=5)
+        scratch.cleanup()
     if result is None:
         stderr.seek(0)
-        tail = stderr.read()[-2000:]
-        raise RuntimeError(f"the stage process ended ({proc.returncode}) without a result: {tail}")
+        raise RuntimeError(f"the stage process ended ({proc.returncode}) without a result: "
+                           f"{error_excerpt(stderr.read())}")
     return StageResult(stage=result["stage"], final_dir=Path(result["final_dir"]) if result.get("final_dir") else None,
                        checkpoint_dir=Path(result["checkpoint_dir"]) if result.get("checkpoint_dir") else None,
                        steps=result["steps"], max_steps=result["max_steps"], stopped=result["stopped"],
                        metrics=result.get("metrics") or {})
+
+
+def error_excerpt(text: str, limit: int = 2000) -> str:
+    """What to show of a stage process's error output: its first traceback (under ``accelerate launch`` the
+    launcher's own summary comes last and says only that a process failed), then the last lines."""
+    first = text.find("Traceback (most recent call last)")
+    if first < 0 or len(text) - first <= limit:
+        return text[-limit:] if first < 0 else text[first:]
+    return text[first:first + limit * 3 // 4] + "\n…\n" + text[-limit // 4:]

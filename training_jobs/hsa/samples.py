@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, content_hash, manifest_from_yaml
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, content_hash, manifest_from_yaml, manifest_to_json
 from streams.engine import hooks as H
 from streams.engine.turn import hook_feedback_message
 from streams.reference_policy import (
@@ -128,6 +128,64 @@ def target_json(target: Sequence[Step]) -> list[dict[str, Any]]:
         else:
             out.append({"reply": s.text})
     return out
+
+
+def write_samples_jsonl(samples: Iterable[Sample], path: str | Path) -> int:
+    """Canonical samples as JSON lines, whole (harness, room, comments, steps with their tool results): how a
+    worker hands the RL stage's samples to a stage process it launches. Each harness is written once, with the
+    first sample that uses it. Returns the number of samples written."""
+    numbers: dict[int, int] = {}  # id(manifest) -> its number in the file
+    n = 0
+    with Path(path).open("w", encoding="utf-8") as f:
+        for s in samples:
+            new = id(s.manifest) not in numbers
+            number = numbers.setdefault(id(s.manifest), len(numbers))
+            line: dict[str, Any] = {"id": s.id, "harness": number, "room": dict(s.room),
+                                    "comments": [dict(c) for c in s.comments], "source": s.source,
+                                    "meta": dict(s.meta), "target": [_step_json(step) for step in s.target]}
+            if new:
+                line["manifest"] = json.loads(manifest_to_json(s.manifest))
+            f.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+            n += 1
+    return n
+
+
+def read_samples_jsonl(path: str | Path) -> list[Sample]:
+    """The samples :func:`write_samples_jsonl` wrote (samples that shared a harness share it again)."""
+    manifests: dict[int, Manifest] = {}
+    samples: list[Sample] = []
+    with Path(path).open(encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            line = json.loads(text)
+            if "manifest" in line:
+                manifests[line["harness"]] = Manifest.model_validate(line["manifest"])
+            if line["harness"] not in manifests:
+                raise ValueError(f"{path}:{number}: harness {line['harness']} is used before it is written")
+            samples.append(Sample(id=line["id"], manifest=manifests[line["harness"]], room=line["room"],
+                                  comments=tuple(line["comments"]), target=tuple(_step(s) for s in line["target"]),
+                                  source=line["source"], meta=line.get("meta") or {}))
+    return samples
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    if isinstance(step, LoadSkill):
+        return {"load_skill": step.skill_id, "call_id": step.call_id}
+    if isinstance(step, ToolCall):
+        return {"tool": step.name, "call_id": step.call_id, "arguments": dict(step.arguments),
+                "result": dict(step.result), "result_text": step.result_text}
+    if isinstance(step, Retry):
+        return {"retry": step.reply}
+    return {"reply": step.text}
+
+
+def _step(data: Mapping[str, Any]) -> Step:
+    if "load_skill" in data:
+        return LoadSkill(data["call_id"], data["load_skill"])
+    if "tool" in data:
+        return ToolCall(data["call_id"], data["tool"], data["arguments"], data["result"], data.get("result_text", ""))
+    if "retry" in data:
+        return Retry(data["retry"])
+    return Reply(data["reply"])
 
 
 # --- construction -----------------------------------------------------------------------------------------------
