@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -255,13 +256,13 @@ def _model_or_404(model_id) -> TrainedModel:
         raise Http404("no such model") from None
 
 
-def _model_page(request: HttpRequest, model: TrainedModel, *, notice: str = "", error: Exception | None = None,
+def _model_page(request: HttpRequest, model: TrainedModel, *, error: Exception | None = None,
                 status: int = 200) -> HttpResponse:
     return render(request, "training_jobs/model_detail.html", {
         "model": model, "lineage": model.lineage(), "children": list(model.children.order_by("-created_at")),
         "config_json": json.dumps(model.config, indent=2), "metrics_json": json.dumps(model.metrics, indent=2),
         "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
-        "can_serve": request.user.has_perm(roles.RUN_TRAINING), "notice": notice, "error": error,
+        "can_serve": request.user.has_perm(roles.RUN_TRAINING), "error": error,
     }, status=status)
 
 
@@ -282,8 +283,9 @@ def model_serve(request: HttpRequest, model_id) -> HttpResponse:
             notice = "Stopping its server on the worker."
         else:
             services.model_serve_start(user=request.user, model=model)
-            notice = "Starting a local server on a worker: its endpoint appears here and in the preview room " \
-                     "in a few seconds."
+            notice = "Starting a local server on a worker: its endpoint appears here (reload) and in the preview " \
+                     "room in a few seconds."
     except DomainError as exc:
         return _model_page(request, model, error=exc, status=exc.status_code)
-    return _model_page(request, model, notice=notice)
+    messages.info(request, notice)
+    return redirect("models:detail", model_id=model.pk)  # a reload is a GET, not a second serve request

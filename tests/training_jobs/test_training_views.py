@@ -446,11 +446,13 @@ def test_serve_and_stop_buttons_queue_the_worker_tasks(client, ml_staff, manager
     client.force_login(ml_staff)
     assert 'data-testid="serve"' in client.get(f"/models/{model.pk}/").content.decode()
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/models/{model.pk}/serve/")
-    assert response.status_code == 200 and "Starting a local server" in response.content.decode()
+        response = client.post(f"/models/{model.pk}/serve/", follow=True)
+    assert response.redirect_chain == [(f"/models/{model.pk}/", 302)]  # a reload does not serve it again
+    assert "Starting a local server" in response.content.decode()
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/models/{model.pk}/serve/", {"stop": "1"})
-    assert response.status_code == 200 and "Stopping its server" in response.content.decode()
+        response = client.post(f"/models/{model.pk}/serve/", {"stop": "1"}, follow=True)
+    assert response.redirect_chain == [(f"/models/{model.pk}/", 302)]
+    assert "Stopping its server" in response.content.decode()
     assert sent == [("serve", (str(model.pk),), "gpu"), ("stop", (str(model.pk),), "gpu")]
     assert client.post("/models/0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f/serve/").status_code == 404
 

@@ -54,7 +54,8 @@ def run_sft(config: SFTStageConfig, *, model_dir: str | Path, dataset_dir: str |
     if kept == 0:  # TRL drops rows whose assistant tokens were all cut off by max_length
         raise ValueError(f"no row of {dataset_dir} keeps an assistant token within max_length={config.max_length}: "
                          f"raise max_length")
-    reporter.log(f"HSA-SFT: {kept} of {len(dataset)} rows from {dataset_dir} (the rest had no assistant token "
-                 f"within max_length), {config.max_steps} steps on {config.device}")
+    cut = f" ({len(dataset) - kept} had no assistant token within max_length)" if kept < len(dataset) else ""
+    reporter.log(f"HSA-SFT: {kept} of {len(dataset)} rows from {dataset_dir}{cut}, {config.max_steps} steps on "
+                 f"{config.device}")
     return train_and_finish("sft", trainer, tokenizer, config, model_dir=model_dir, out_dir=out, progress=progress,
                             resume=resume)
