@@ -229,8 +229,15 @@ class TrainingJobForm(forms.Form):
                                                     f"fields you leave out keep their defaults")
             if not self.is_bound:
                 self.initial["config_json"] = training_config_class(self.chosen_kind())().model_dump_json(indent=2)
-        self.fields["dataset"].widget.choices = self.dataset_choices()
+        from training_jobs.selectors import model_list, training_datasets
+
+        datasets = training_datasets(kind=self.chosen_kind())
+        self.fields["dataset"].widget.choices = self.dataset_choices(datasets)
         self.fields["base_model"].widget.choices = _model_choices()
+        if not self.is_bound:  # the newest ready dataset and base model, until the user picks others
+            self.initial.setdefault("dataset", str(datasets[0].pk) if datasets else "")
+            newest_base = model_list(kind="base").order_by("-created_at").first()
+            self.initial.setdefault("base_model", str(newest_base.pk) if newest_base else "")
 
     @property
     def sft_kind(self) -> bool:
@@ -240,10 +247,8 @@ class TrainingJobForm(forms.Form):
         kind = self.data.get("kind") if self.is_bound else self.initial.get("kind")
         return kind if kind in LAUNCH_KINDS else TrainingJob.Kind.SFT
 
-    def dataset_choices(self) -> list[tuple[str, str]]:
-        from training_jobs.selectors import training_datasets
-
-        datasets = training_datasets(kind=self.chosen_kind())
+    @staticmethod
+    def dataset_choices(datasets: list[Any]) -> list[tuple[str, str]]:
         if not datasets:
             return [("", "— no ready dataset for this stage: build one first —")]
         return [("", "— pick a ready dataset —")] + [

@@ -484,7 +484,9 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
     wanted = TRAINING_KIND_DATASET.get(kind)
     if wanted is not None or dataset_id not in (None, ""):
         dataset = Dataset.objects.filter(pk=dataset_id).first() if is_uuid(dataset_id) else None
-        if dataset is None:
+        if dataset_id in (None, ""):
+            errors.append({"path": "dataset", "message": "pick the dataset to train on"})
+        elif dataset is None:
             errors.append({"path": "dataset", "message": f"no dataset {dataset_id}"})
         elif not dataset.is_ready:
             errors.append({"path": "dataset", "message": f"dataset {dataset.name} is {dataset.status}, not ready"})
@@ -493,7 +495,9 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
                            f"{' or '.join(Dataset.Kind(k).label for k in wanted)} datasets, not "
                            f"{dataset.get_kind_display()}"})
     base = TrainedModel.objects.filter(pk=base_model_id).first() if is_uuid(base_model_id) else None
-    if base is None:
+    if base_model_id in (None, ""):
+        errors.append({"path": "base_model", "message": "pick the model the job starts from"})
+    elif base is None:
         errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
     elif not (base.directory / "config.json").is_file():
         errors.append({"path": "base_model", "message": f"{base.name}: its directory {base.path} is gone"})

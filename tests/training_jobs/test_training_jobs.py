@@ -73,6 +73,7 @@ def test_requests_are_validated_with_paths_and_save_nothing(ml_staff, ready, dja
         ({"kind": "baseline_sft", "dataset_id": ready["hsa"].pk}, ["dataset"]),
         ({"dataset_id": "0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f"}, ["dataset"]),
         ({"dataset_id": "not-an-id", "base_model_id": "nope"}, ["dataset", "base_model"]),
+        ({"dataset_id": None, "base_model_id": ""}, ["dataset", "base_model"]),
         ({"kind": "dance"}, ["kind"]),
         ({"kind": "rl", "dataset_id": None, "config": {}}, ["dataset"]),  # RL rolls out over a dataset's samples
         ({"kind": "pipeline", "config": {"sft": {"max_steps": -1}}}, ["config.sft.max_steps"]),
@@ -86,6 +87,10 @@ def test_requests_are_validated_with_paths_and_save_nothing(ml_staff, ready, dja
     with pytest.raises(ValidationFailed, match="invalid") as exc:
         _start(ml_staff, ready, dataset_id=queued.pk)
     assert "is queued, not ready" in exc.value.errors[0]["message"]
+    with pytest.raises(ValidationFailed) as exc:  # nothing picked: say what to pick, not "no model None"
+        _start(ml_staff, ready, dataset_id="", base_model_id=None)
+    assert [e["message"] for e in exc.value.errors] == ["pick the dataset to train on",
+                                                        "pick the model the job starts from"]
     assert not TrainingJob.objects.exists()
 
 

@@ -183,8 +183,11 @@ def test_launch_form_lists_ready_datasets_of_the_stage_and_the_registry(client, 
     assert 'value="40"' in page  # SFTStageConfig's default
     assert "hsa-ready" in page and "fixed-ready" not in page and "still-building" not in page
     assert f'value="{base.pk}"' in page
+    # preselected: the newest ready dataset of the stage and the newest base model
+    assert f'<option value="{hsa.pk}" selected>' in page and f'<option value="{base.pk}" selected>' in page
     baseline = client.get("/training/new/?kind=baseline_sft").content.decode()
     assert "fixed-ready" in baseline and "hsa-ready" not in baseline
+    assert f'<option value="{fixed.pk}" selected>' in baseline
     # the stage radios swap the dataset select and the config in with htmx
     fragment = client.get("/training/new/?kind=baseline_sft", HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div class="split" id="form-body"') and "fixed-ready" in fragment
