@@ -501,9 +501,27 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
         errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
     elif not (base.directory / "config.json").is_file():
         errors.append({"path": "base_model", "message": f"{base.name}: its directory {base.path} is gone"})
+    if parsed is not None and base is not None:
+        errors += _context_errors(parsed, base)
     if errors:
         raise ValidationFailed("the training request is invalid", errors=errors)
     return parsed, dataset, base
+
+
+def _context_errors(config: Any, base: TrainedModel) -> list[dict[str, str]]:
+    """SFT samples longer than the base model's context would train positions it never had."""
+    from training_jobs.hat.config import PipelineConfig, SFTStageConfig
+
+    try:
+        context = json.loads((base.directory / "config.json").read_text(encoding="utf-8")).get(
+            "max_position_embeddings")
+    except (OSError, ValueError):
+        return []
+    sft, path = (config.sft, "config.sft.max_length") if isinstance(config, PipelineConfig) else \
+        (config, "config.max_length")
+    if not isinstance(sft, SFTStageConfig) or not isinstance(context, int) or sft.max_length <= context:
+        return []
+    return [{"path": path, "message": f"{sft.max_length} is longer than {base.name}'s context ({context} tokens)"}]
 
 
 def _enqueue_training(job_id) -> None:

@@ -78,6 +78,8 @@ def test_requests_are_validated_with_paths_and_save_nothing(ml_staff, ready, dja
         ({"kind": "rl", "dataset_id": None, "config": {}}, ["dataset"]),  # RL rolls out over a dataset's samples
         ({"kind": "pipeline", "config": {"sft": {"max_steps": -1}}}, ["config.sft.max_steps"]),
         ({"kind": "distill", "config": {"beta": 2}}, ["config.beta"]),
+        ({"config": {**CONFIG, "max_length": 4096}}, ["config.max_length"]),  # the demo model has 2048 positions
+        ({"kind": "pipeline", "config": {"sft": {"max_length": 2049}}}, ["config.sft.max_length"]),
     ]
     for kw, paths in cases:
         with pytest.raises(ValidationFailed) as exc:

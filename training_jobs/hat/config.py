@@ -64,7 +64,8 @@ class SFTStageConfig(StageConfig):
     on a fixed-harness dataset) in TRL's conversational format, tools in the chat template, loss on the
     assistant turns only."""
 
-    max_length: int = Field(1024, ge=32, le=131_072, description="Tokens per sample (longer ones are cut).")
+    max_length: int = Field(2048, ge=32, le=131_072, description="Tokens per sample (longer ones are cut); at most "
+                                                                 "the model's context (max_position_embeddings).")
     assistant_only_loss: bool = Field(True, description="Loss on the assistant's tokens only (tool calls and "
                                                         "replies), not on the prompt, skills or tool results.")
     max_samples: int | None = Field(None, ge=1, description="Train on at most this many rows of the dataset.")
