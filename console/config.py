@@ -42,6 +42,8 @@ class ConsoleSettings(BaseSettings):
     heartbeat_stale_s: float = Field(default=60.0, gt=0, description="a running job silent for this long is "
                                      "marked failed (its worker died)")
     sweep_every_s: float = Field(default=20.0, gt=0, description="how often the sweep for dead jobs runs")
+    cancel_grace_s: float = Field(default=300.0, gt=0, description="a training job asked to stop that is still "
+                                  "running after this long has its Celery task revoked (terminated)")
 
     @field_validator("database_url")
     @classmethod

@@ -109,6 +109,7 @@ else:
 CELERY_TASK_ALWAYS_EAGER = ENV.celery_always_eager
 HEARTBEAT_EVERY_S = ENV.heartbeat_every_s
 HEARTBEAT_STALE_S = ENV.heartbeat_stale_s
+TRAINING_CANCEL_GRACE_S = ENV.cancel_grace_s
 # Run by `celery beat` (`make run` embeds it in its worker with -B): finds jobs whose worker died.
 CELERY_BEAT_SCHEDULE = {
     "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},

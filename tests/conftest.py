@@ -101,7 +101,8 @@ def harness_with_history(manager, reviewer, demo_manifest):
     return {"harness": v1.harness, "v1": v1, "v2": v2, "v3": v3}
 
 
-def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log", env_extra: dict | None = None):
+def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log", env_extra: dict | None = None,
+                 pool: str = "solo"):
     """A real Celery worker (a separate process) on the configured broker and the test database, consuming
     ``queues``; returns (process, log file) once it answers a ping."""
     import os
@@ -120,7 +121,7 @@ def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log
     log = open(Path(settings.ENV.data_dir) / log_name, "w")
     name = f"{log_name.removesuffix('.log')}@{socket.gethostname()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "--pool", "solo", "-n", name,
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "--pool", pool, "-n", name,
          "--concurrency", "1", "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=Path(__file__).resolve().parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
     )

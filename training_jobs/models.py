@@ -202,6 +202,10 @@ class TrainingJob(models.Model):
     worker_host = models.CharField(max_length=200, blank=True)
     output_dir = models.CharField(max_length=500, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    task_id = models.CharField(max_length=64, blank=True, help_text="the Celery task of the latest run (revoked "
+                                                                     "when a cancel is not honoured in time)")
+    revoked_at = models.DateTimeField(null=True, blank=True)
     resumes = models.PositiveIntegerField(default=0, help_text="times the job was resumed")
     error = models.TextField(blank=True, max_length=4000)
     result = models.JSONField(default=dict, blank=True, help_text="the stage result: steps, metrics, directories")

@@ -22,6 +22,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -524,11 +525,14 @@ def _context_errors(config: Any, base: TrainedModel) -> list[dict[str, str]]:
     return [{"path": path, "message": f"{sft.max_length} is longer than {base.name}'s context ({context} tokens)"}]
 
 
-def _enqueue_training(job_id) -> None:
+def _enqueue_training(job: TrainingJob) -> None:
+    """Queue the job's task on commit, under a task id stored on the job (the revoke fallback needs it)."""
     from training_jobs.tasks import training_job
 
-    job_id = str(job_id)
-    transaction.on_commit(lambda: training_job.apply_async(args=(job_id,), queue="gpu"))
+    job.task_id, job.revoked_at = str(uuid.uuid4()), None
+    job.save(update_fields=["task_id", "revoked_at"])
+    job_id, task_id = str(job.pk), job.task_id
+    transaction.on_commit(lambda: training_job.apply_async(args=(job_id,), queue="gpu", task_id=task_id))
 
 
 def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any = None, base_model_id: Any = None,
@@ -549,7 +553,7 @@ def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any =
         audit_record(actor=user, action="training.queued", scope=_job_scope(job), target=f"training:{job.name}",
                      to_state=JobStatus.QUEUED, data={"kind": kind, "dataset": str(dataset.pk) if dataset else None,
                                                       "base_model": str(base.pk)})
-        _enqueue_training(job.pk)
+        _enqueue_training(job)
     return job
 
 
@@ -566,7 +570,8 @@ def training_job_cancel(*, user, job: TrainingJob) -> TrainingJob:
             locked.status, locked.cancel_requested = JobStatus.CANCELLING, True
         else:
             raise InvalidTransition(f"this job has {locked.status}: only a queued or running job can be cancelled")
-        locked.save(update_fields=["status", "finished_at", "cancel_requested"])
+        locked.cancel_requested_at = locked.cancel_requested_at or timezone.now()
+        locked.save(update_fields=["status", "finished_at", "cancel_requested", "cancel_requested_at"])
         audit_record(actor=user, action="training.cancel", scope=_job_scope(locked), target=f"training:{locked.name}",
                      from_state=from_state, to_state=locked.status)
     return locked
@@ -582,11 +587,13 @@ def training_job_resume(*, user, job: TrainingJob) -> TrainingJob:
             raise InvalidTransition(f"this job has {locked.status}: only a cancelled or failed job can be resumed")
         from_state = locked.status
         locked.status, locked.cancel_requested, locked.error, locked.finished_at = JobStatus.QUEUED, False, "", None
+        locked.cancel_requested_at = None
         locked.resumes += 1
-        locked.save(update_fields=["status", "cancel_requested", "error", "finished_at", "resumes"])
+        locked.save(update_fields=["status", "cancel_requested", "cancel_requested_at", "error", "finished_at",
+                                   "resumes"])
         audit_record(actor=user, action="training.resume", scope=_job_scope(locked), target=f"training:{locked.name}",
                      from_state=from_state, to_state=JobStatus.QUEUED)
-        _enqueue_training(locked.pk)
+        _enqueue_training(locked)
     return locked
 
 
@@ -630,14 +637,24 @@ class _JobReporter:
             if len(metrics) > METRIC_POINTS_KEPT:  # thin the oldest half: the curve keeps its shape
                 half = len(metrics) // 2
                 metrics = metrics[:half:2] + metrics[half:]
-            lines = ((job.log_tail + "\n") if job.log_tail else "") + "\n".join(self.lines)
-            fields: dict[str, Any] = {"metrics": metrics,
-                                      "log_tail": "\n".join(lines.splitlines()[-LOG_LINES_KEPT:])}
+            fields: dict[str, Any] = {"metrics": metrics, "log_tail": _log_tail(job.log_tail, self.lines)}
             if self.points:
                 fields["progress_step"] = int(self.points[-1].get("step", 0))
             TrainingJob.objects.filter(pk=self.job_id).update(**fields)
             transaction.on_commit(lambda: _poke_job_watchers(self.job_id))
         self.points, self.lines = [], []
+
+
+def _log_tail(tail: str, lines: Sequence[str]) -> str:
+    joined = ((tail + "\n") if tail else "") + "\n".join(lines)
+    return "\n".join(joined.splitlines()[-LOG_LINES_KEPT:])
+
+
+def _append_log(job_id, line: str) -> None:
+    with transaction.atomic():
+        job = TrainingJob.objects.select_for_update().only("log_tail").get(pk=job_id)
+        TrainingJob.objects.filter(pk=job_id).update(log_tail=_log_tail(job.log_tail, [line]))
+    transaction.on_commit(lambda: _poke_job_watchers(job_id))
 
 
 def _poke_job_watchers(job_id) -> None:
@@ -771,8 +788,11 @@ def _run_stage(name: str, config: Any, job: TrainingJob, start_from: TrainedMode
 
 def training_job_sweep_stalled(*, now=None) -> list[str]:
     """Fail the running jobs whose worker died (no heartbeat for ``HEARTBEAT_STALE_S``); a job being cancelled
-    ends cancelled. Both can be resumed from their latest checkpoint. Returns their ids."""
+    ends cancelled. Both can be resumed from their latest checkpoint. Returns their ids. Also the fallback of a
+    cancel: a job still running ``TRAINING_CANCEL_GRACE_S`` after it was asked to stop (a step that hangs) has
+    its task revoked with SIGTERM; once its heartbeat stops, this sweep ends it cancelled."""
     now = now or timezone.now()
+    _revoke_overdue_cancels(now)
     limit = stale_before(now)
     ended = []
     for job in TrainingJob.objects.filter(status__in=(JobStatus.RUNNING, JobStatus.CANCELLING)).filter(
@@ -791,6 +811,20 @@ def training_job_sweep_stalled(*, now=None) -> list[str]:
                 f"check). Resume it to continue from its latest checkpoint."))
         ended.append(str(locked.pk))
     return ended
+
+
+def _revoke_overdue_cancels(now) -> None:
+    from console.celery import app
+
+    overdue = now - timedelta(seconds=settings.TRAINING_CANCEL_GRACE_S)
+    for job in TrainingJob.objects.filter(status=JobStatus.CANCELLING, cancel_requested_at__lt=overdue,
+                                          revoked_at__isnull=True).exclude(task_id=""):
+        # terminate: the worker's pool process running the task gets SIGTERM (a launched stage goes with it)
+        app.control.revoke(job.task_id, terminate=True, signal="SIGTERM")
+        TrainingJob.objects.filter(pk=job.pk).update(revoked_at=now)
+        waited = int((now - job.cancel_requested_at).total_seconds())
+        _append_log(job.pk, f"{timezone.now():%H:%M:%S} did not stop within {waited} s of the cancel: its task "
+                            f"{job.task_id} was revoked (terminated); it resumes from its latest checkpoint")
 
 
 # --- serving a registered model (the preview room can pick it) -----------------------------------------------------

@@ -80,10 +80,33 @@ def test_grpo_steps_train_on_engine_rollouts(samples, tmp_path):
     assert logged and all(math.isfinite(p["reward"]) for p in logged)
     assert any(k.startswith("rewards/accuracy") for p in points for k in p)  # each reward logged on its own
     assert any("agentic RL" in line for line in lines)
+    assert 0 <= result.metrics["groups_without_signal"] <= 1
 
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(result.final_dir).num_parameters() > 0
+
+
+def test_a_stage_whose_groups_never_differ_says_it_learned_nothing(samples, tmp_path):
+    """Near-greedy sampling makes every rollout of a group the same, so every advantage is zero: the stage says so
+    (on the job page) instead of reporting a quiet success."""
+    lines = []
+
+    class Rec:
+        def report(self, p):
+            pass
+
+        def log(self, line):
+            lines.append(line)
+
+        def should_stop(self):
+            return False
+
+    result = run_rl(RLStageConfig(**{**FAST, "temperature": 1e-4}), model_dir=DEMO_MODEL_DIR, samples=samples,
+                    out_dir=tmp_path, reporter=Rec())
+    assert result.metrics["groups_without_signal"] == 1.0
+    assert any(line.startswith("warning: in every logged step each group's rollouts scored the same")
+               for line in lines)
 
 
 def test_the_rollout_sequence_is_the_chat_template_s_layout(samples, policy):

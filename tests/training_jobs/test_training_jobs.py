@@ -114,10 +114,12 @@ def test_only_ml_staff_may_train(request, role, ml_staff, ready):
 @pytest.mark.django_db
 def test_start_queues_on_the_gpu_queue_on_commit(ml_staff, ready, django_capture_on_commit_callbacks, monkeypatch):
     sent = []
-    monkeypatch.setattr(tasks.training_job, "apply_async", lambda args, queue: sent.append((args, queue)))
+    monkeypatch.setattr(tasks.training_job, "apply_async",
+                        lambda args, queue, task_id: sent.append((args, queue, task_id)))
     with django_capture_on_commit_callbacks(execute=True):
         job = _start(ml_staff, ready, name="first")
-    assert sent == [((str(job.pk),), "gpu")]
+    assert len(job.task_id) == 36 and TrainingJob.objects.get(pk=job.pk).task_id == job.task_id
+    assert sent == [((str(job.pk),), "gpu", job.task_id)]  # under the id a revoke would name
     assert (job.status, job.kind, job.name, job.progress_total) == ("queued", "sft", "first", 6)
     assert job.config["max_steps"] == 6 and job.config["device"] == "cpu"  # the snapshot has every field
     assert AuditEvent.objects.filter(scope=f"training:{job.pk}", action="training.queued").exists()
@@ -324,3 +326,62 @@ def test_a_killed_worker_is_detected_and_the_job_resumes(ml_staff, ready, settin
         assert job.status == "failed" and "WorkerLost" in job.error and job.can_resume
     finally:
         stop_worker(proc, log)
+
+
+@needs_shared_db
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_not_honoured_in_time_is_revoked_and_the_job_ends_cancelled(ml_staff, ready, settings):
+    """The fallback of a cooperative cancel: a job that keeps running past ``TRAINING_CANCEL_GRACE_S`` (here its
+    stop flag is never raised, as when a step hangs) has its Celery task revoked with SIGTERM. The worker's pool
+    process dies, the stage processes it launched die with it, the heartbeat stops and the sweep ends the job
+    cancelled, resumable. A prefork worker, as `make run` starts."""
+    proc, log = start_worker("train-revoke-test", log_name="train-revoke-worker.log", pool="prefork",
+                             env_extra={"HAT_HEARTBEAT_EVERY_S": "0.3"})
+    try:
+        from unittest import mock
+
+        with mock.patch.object(tasks.training_job, "apply_async"):  # queued to the test's own worker below
+            job = _start(ml_staff, ready, config={**CONFIG, "max_steps": 400, "save_steps": 2, "num_processes": 2,
+                                                   "threads": 1})
+        tasks.training_job.apply_async(args=(str(job.pk),), queue="train-revoke-test", task_id=job.task_id)
+        deadline = time.monotonic() + 180
+        while (job := TrainingJob.objects.get(pk=job.pk)).progress_step < 3:
+            assert job.status in ("queued", "running") and time.monotonic() < deadline, (job.status, job.error)
+            time.sleep(0.2)
+        asked = timezone.now() - timedelta(seconds=settings.TRAINING_CANCEL_GRACE_S + 1)
+        TrainingJob.objects.filter(pk=job.pk).update(status="cancelling", cancel_requested_at=asked)
+
+        assert services.training_job_sweep_stalled() == []  # revoked; still beating for a moment
+        job.refresh_from_db()
+        assert job.revoked_at is not None and f"its task {job.task_id} was revoked" in job.log_tail
+        settings.HEARTBEAT_STALE_S = 2.0
+        deadline = time.monotonic() + 60
+        while services.training_job_sweep_stalled() != [str(job.pk)]:
+            assert time.monotonic() < deadline, "the job's heartbeat did not stop after the revoke"
+            time.sleep(0.5)
+        job.refresh_from_db()
+        assert job.status == "cancelled" and job.can_resume
+        stage_processes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and
+                           job.output_dir.encode() in _cmdline(p)]
+        deadline = time.monotonic() + 30
+        while stage_processes and time.monotonic() < deadline:  # SIGTERM: they save a checkpoint and end
+            time.sleep(0.5)
+            stage_processes = [p for p in stage_processes if p.exists() and b"Z" != _state(p)]
+        assert not stage_processes, [_cmdline(p) for p in stage_processes]
+        assert proc.poll() is None  # the worker itself lives on (its pool replaced the process)
+    finally:
+        stop_worker(proc, log)
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return (p / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _state(p: Path) -> bytes:
+    try:
+        return (p / "stat").read_bytes().split(b") ", 1)[1][:1]
+    except (OSError, IndexError):
+        return b"Z"

@@ -38,7 +38,7 @@ def _points(steps: int, *, upto: int | None = None) -> list[dict]:
 @pytest.fixture
 def queued_jobs(monkeypatch):
     sent = []
-    monkeypatch.setattr(tasks.training_job, "apply_async", lambda args, queue: sent.append((args, queue)))
+    monkeypatch.setattr(tasks.training_job, "apply_async", lambda args, queue, task_id: sent.append((args, queue)))
     return sent
 
 

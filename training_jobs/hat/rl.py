@@ -249,6 +249,15 @@ def run_rl(config: RLStageConfig, *, model_dir: str | Path, samples: Sequence[Sa
     result = train_and_finish("rl", trainer, tokenizer, config, model_dir=model_dir, out_dir=out, progress=progress,
                               resume=resume)
     result.metrics.update({f"rollouts_{k}": v for k, v in stats.items()})
+    logged = [h for h in trainer.state.log_history if "frac_reward_zero_std" in h]
+    if logged:
+        flat = [h["frac_reward_zero_std"] for h in logged]
+        result.metrics["groups_without_signal"] = round(sum(flat) / len(flat), 3)
+        if min(flat) >= 1.0:  # GRPO learns from differences within a group: there were none
+            reporter.log(f"warning: in every logged step each group's rollouts scored the same (reward "
+                         f"{logged[-1].get('reward', 'n/a')}), so the policy did not change; "
+                         f"the model may be unable to act under these harnesses (try samples it was trained on, "
+                         f"a higher temperature or more generations)")
     return result
 
 

@@ -215,7 +215,7 @@ def run_launched(command: list[str], reporter: StageReporter, *, stop_grace_s: f
     scratch = tempfile.TemporaryDirectory(prefix="hat-stage-")
     stop_file = Path(scratch.name) / "stop"
     proc = subprocess.Popen([*command, "--stop-file", str(stop_file)], stdout=subprocess.PIPE, stderr=stderr,
-                            text=True, cwd=REPO)
+                            text=True, cwd=REPO, preexec_fn=_stop_with_parent)
     result: dict[str, Any] | None = None
     ended = threading.Event()
 
@@ -257,6 +257,16 @@ def run_launched(command: list[str], reporter: StageReporter, *, stop_grace_s: f
                        checkpoint_dir=Path(result["checkpoint_dir"]) if result.get("checkpoint_dir") else None,
                        steps=result["steps"], max_steps=result["max_steps"], stopped=result["stopped"],
                        metrics=result.get("metrics") or {})
+
+
+def _stop_with_parent() -> None:
+    """In the stage process before it starts (Linux): SIGTERM it when the worker process that launched it dies,
+    as when a cancel that was not honoured in time revokes the worker's task; SIGTERM is a cooperative stop."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def error_excerpt(text: str, limit: int = 2000) -> str:
