@@ -743,43 +743,44 @@ def _run_stages(job: TrainingJob, reporter: _JobReporter) -> tuple[bool, list[di
 
 def _run_stage(name: str, config: Any, job: TrainingJob, start_from: TrainedModel, out: Path,
                reporter: _JobReporter):
-    """One stage in this worker process, or, when its config asks for several processes, launched with
-    ``accelerate launch`` through the stage CLI (followed through its JSON lines; inputs handed over as files)."""
-    from training_jobs.hat.stage import launch_command, run_launched
-
+    """One stage with its inputs (the dataset folder, the frozen teacher, or the samples to roll out), in this
+    worker process or, when its config asks for several processes, launched with ``accelerate launch``."""
     stage = "sft" if name == "baseline_sft" else name
-    launched = config.num_processes > 1
-    if launched:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
-    args = ["--config", str(out / "config.json"), "--model", start_from.path, "--out", str(out)]
     if stage == "sft":
-        dataset_dir = job.dataset.artifact_dir / "dataset"
-        if not launched:
-            from training_jobs.hat.sft import run_sft
-
-            return run_sft(config, model_dir=start_from.path, dataset_dir=dataset_dir, out_dir=out,
-                           reporter=reporter, resume=True)
-        args += ["--dataset", str(dataset_dir)]
+        inputs: dict[str, Any] = {"dataset_dir": job.dataset.artifact_dir / "dataset"}
     elif stage == "distill":
         teacher = teacher_of(start_from)
         reporter.log(f"teacher: {teacher.name} (the base of {start_from.name}, frozen)")
-        if not launched:
-            from training_jobs.hat.distill import run_distill
-
-            return run_distill(config, model_dir=start_from.path, teacher_dir=teacher.path, out_dir=out,
-                               reporter=reporter, resume=True)
-        args += ["--teacher", teacher.path]
+        inputs = {"teacher_dir": teacher.path}
     else:
-        samples, _ = collect_samples(parse_sources(job.dataset.sources))
-        if not launched:
-            from training_jobs.hat.rl import run_rl
+        inputs = {"samples": collect_samples(parse_sources(job.dataset.sources))[0]}
+    if config.num_processes > 1:
+        return _launch_stage(stage, config, start_from, out, reporter, inputs)
+    if stage == "sft":
+        from training_jobs.hat.sft import run_sft as run
+    elif stage == "distill":
+        from training_jobs.hat.distill import run_distill as run
+    else:
+        from training_jobs.hat.rl import run_rl as run
+    return run(config, model_dir=start_from.path, out_dir=out, reporter=reporter, resume=True, **inputs)
 
-            return run_rl(config, model_dir=start_from.path, samples=samples, out_dir=out, reporter=reporter,
-                          resume=True)
-        from training_jobs.hsa.samples import write_samples_jsonl
 
-        write_samples_jsonl(samples, out / "samples.jsonl")
+def _launch_stage(stage: str, config: Any, start_from: TrainedModel, out: Path, reporter: _JobReporter,
+                  inputs: dict[str, Any]):
+    """The stage CLI under ``accelerate launch``, its inputs handed over as files, followed through its JSON
+    lines."""
+    from training_jobs.hat.stage import launch_command, run_launched
+    from training_jobs.hsa.samples import write_samples_jsonl
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
+    args = ["--config", str(out / "config.json"), "--model", start_from.path, "--out", str(out)]
+    if "dataset_dir" in inputs:
+        args += ["--dataset", str(inputs["dataset_dir"])]
+    elif "teacher_dir" in inputs:
+        args += ["--teacher", str(inputs["teacher_dir"])]
+    else:
+        write_samples_jsonl(inputs["samples"], out / "samples.jsonl")
         args += ["--samples", str(out / "samples.jsonl")]
     command = launch_command(stage, config, args)
     reporter.log(f"launching {config.num_processes} processes: " + " ".join(command))
