@@ -373,13 +373,14 @@ class Curve:
 
 
 def metric_curve(points: Sequence[Mapping[str, Any]], key: str, *, x_max: int = 0, width: int = CURVE_WIDTH,
-                 height: int = CURVE_HEIGHT, pad: tuple[int, int, int, int] = CURVE_PAD) -> Curve | None:
+                 height: int = CURVE_HEIGHT, pad: tuple[int, int, int, int] = CURVE_PAD,
+                 y_range: tuple[float, float] | None = None) -> Curve | None:
     """The ``key`` values of progress points (``{"step": 3, "loss": 1.2, ...}``) as a curve in a ``width`` ×
     ``height`` box: x from step 0 to ``max(x_max, last step)`` (pass the schedule's length so a live curve grows
     across the box), y from the smallest to the largest value (a flat line sits in the middle, or on the floor at
-    0). Points without a finite number for ``key`` are skipped (the trainer's summary point has no ``loss``); when a
-    step appears twice the later point wins (a resumed job re-runs the steps after its last checkpoint). None
-    without any point."""
+    0), or over ``y_range`` (curves drawn in one box share it). Points without a finite number for ``key`` are
+    skipped (the trainer's summary point has no ``loss``); when a step appears twice the later point wins (a
+    resumed job re-runs the steps after its last checkpoint). None without any point."""
     by_step: dict[float, float] = {}
     for p in points:
         step, value = p.get("step"), p.get(key)
@@ -390,7 +391,7 @@ def metric_curve(points: Sequence[Mapping[str, Any]], key: str, *, x_max: int = 
     steps = sorted(by_step)
     values = [by_step[s] for s in steps]
     x_hi = max(steps[-1], float(x_max or 0), 1.0)
-    lo, hi = min(values), max(values)
+    lo, hi = y_range or (min(values), max(values))
     if hi == lo:  # a flat line: a band around it, never below 0 for a metric that is not (a learning rate of 0)
         spread = abs(lo) * 0.1 or 1.0
         lo, hi = (max(lo - spread, 0.0) if lo >= 0 else lo - spread), hi + spread
@@ -405,6 +406,39 @@ def metric_curve(points: Sequence[Mapping[str, Any]], key: str, *, x_max: int = 
     return Curve(key=key, points=" ".join(f"{x:g},{y:g}" for x, y in coords), count=len(coords),
                  last_x=coords[-1][0], last_y=coords[-1][1], last_value=values[-1], x_max=int(math.ceil(x_hi)),
                  y_min=lo, y_max=hi, width=width, height=height, left=left, right=right, top=top, bottom=bottom)
+
+
+def overlaid_curves(series: Sequence[Sequence[Mapping[str, Any]]], key: str, *, x_max: int = 0
+                    ) -> list[Curve | None]:
+    """One curve per series of progress points, all on the same axes (x to the longest schedule, y over every
+    series' values) so they can be drawn in one box and compared; None for a series without a ``key`` value."""
+    values = [float(p[key]) for points in series for p in points if _finite(p.get(key)) and _finite(p.get("step"))]
+    if not values:
+        return [None for _ in series]
+    x_hi = max([x_max, *(int(p["step"]) for points in series for p in points if _finite(p.get("step")))])
+    return [metric_curve(points, key, x_max=x_hi, y_range=(min(values), max(values))) for points in series]
+
+
+def compared_jobs(job_ids: Sequence[str]) -> list[TrainingJob]:
+    """The jobs to compare, in the order asked; TrainingJob.DoesNotExist names the first unknown id."""
+    jobs = {str(j.pk): j for j in training_job_list().filter(pk__in=job_ids)}
+    missing = [i for i in job_ids if i not in jobs]
+    if missing:
+        raise TrainingJob.DoesNotExist(f"no training job {missing[0]}")
+    return [jobs[i] for i in job_ids]
+
+
+def final_numbers(job: TrainingJob) -> dict[str, Any]:
+    """What a comparison lists of a job: its last loss and reward, its speed and wall time (summed over the
+    stages it ran), and the model it registered last."""
+    points = job.metrics or []
+    last = {key: next((p[key] for p in reversed(points) if _finite(p.get(key))), None)
+            for key in ("loss", "reward", "samples_per_s")}
+    stages = (job.result or {}).get("stages") or []
+    wall = sum(s.get("metrics", {}).get("wall_s") or 0 for s in stages)
+    return {**last, "train_loss": next((s["metrics"].get("train_loss") for s in reversed(stages)
+                                        if s.get("metrics", {}).get("train_loss") is not None), None),
+            "wall": duration_text(wall) if wall else "", "model": (training_job_models(job) or [None])[-1]}
 
 
 LATEST_NUMBERS = (  # key, label, format

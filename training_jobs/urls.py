@@ -23,6 +23,7 @@ urlpatterns = [
 training_urls = ([
     path("", views.training_list, name="list"),
     path("new/", views.training_new, name="new"),
+    path("compare/", views.training_compare, name="compare"),
     path(J, views.training_detail, name="detail"),
     path(J + "cancel/", views.training_cancel, name="cancel"),
     path(J + "resume/", views.training_resume, name="resume"),

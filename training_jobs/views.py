@@ -29,6 +29,7 @@ from harness_editor.views import diff_context
 from training_jobs import selectors, services
 from training_jobs.forms import RecipeForm, TrainingJobForm
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
+from training_jobs.schemas import is_uuid
 
 SAMPLES_PER_PAGE = 25
 POLL_S = 1
@@ -166,6 +167,35 @@ def training_list(request: HttpRequest) -> HttpResponse:
                "can_run": request.user.has_perm(roles.RUN_TRAINING)}
     template = "training_jobs/training_list.html#jobs" if request.htmx else "training_jobs/training_list.html"
     return render(request, template, context)
+
+
+COMPARE_MAX = 6
+
+
+@role_required(roles.VIEW_TRAINING)
+@require_GET
+def training_compare(request: HttpRequest) -> HttpResponse:
+    """Jobs side by side (``?jobs=<id>&jobs=<id>``, 2 to COMPARE_MAX): their loss (and, for RL, reward) curves on
+    shared axes, and their final numbers."""
+    job_ids = list(dict.fromkeys(request.GET.getlist("jobs")))
+    if not 2 <= len(job_ids) <= COMPARE_MAX or not all(is_uuid(i) for i in job_ids):
+        return render(request, "training_jobs/training_compare.html",
+                      {"error": f"Pick 2 to {COMPARE_MAX} jobs to compare (tick them in the job list).", "rows": []},
+                      status=400)
+    try:
+        jobs = selectors.compared_jobs(job_ids)
+    except TrainingJob.DoesNotExist as exc:
+        raise Http404(str(exc)) from None
+    x_max = max(j.progress_total for j in jobs)
+    charts = []
+    for key, title in (("loss", "Loss"), ("reward", "Reward (combined, RL)"), ("learning_rate", "Learning rate")):
+        curves = selectors.overlaid_curves([j.metrics or [] for j in jobs], key, x_max=x_max)
+        if any(curves):
+            charts.append({"key": key, "title": title, "series": [
+                {"job": j, "curve": c, "n": i} for i, (j, c) in enumerate(zip(jobs, curves)) if c is not None],
+                "frame": next(c for c in curves if c is not None)})
+    rows = [{"job": j, "n": i, **selectors.final_numbers(j)} for i, j in enumerate(jobs)]
+    return render(request, "training_jobs/training_compare.html", {"rows": rows, "charts": charts})
 
 
 @role_required(roles.RUN_TRAINING)

@@ -91,3 +91,27 @@ def test_launch_watch_and_open_the_model(page, login, shot, ml_staff, ready_hsa,
     expect(page.locator("[data-testid=job-row]")).to_have_count(1)
     expect(page.locator("[data-testid=job-row] [data-testid=job-status]")).to_have_text("succeeded")
     shot("list")
+
+
+def test_tick_two_jobs_and_compare_their_curves(page, login, shot, ml_staff):
+    """The job list's ticks open the comparison: both jobs in the table, their loss curves in one box."""
+    base = services.demo_base_model()
+    jobs = []
+    for name, scale in (("hsa-sft", 2.5), ("baseline", 3.5)):
+        points = [{"step": s, "loss": scale / s, "learning_rate": 1e-3, "samples_per_s": 2.0} for s in range(1, 9)]
+        jobs.append(TrainingJob.objects.create(name=name, kind="sft", status="succeeded", config={}, base_model=base,
+                                               created_by=ml_staff, progress_step=8, progress_total=8, metrics=points))
+    login(ml_staff)
+    page.goto("/training/")
+    for job in jobs:
+        page.check(f"#pick-{job.pk}")
+    shot("ticked")
+    page.click("[data-testid=compare]")
+    expect(page).to_have_url(re.compile(r"/training/compare/\?jobs="))
+    rows = page.locator("[data-testid=compare-row]")
+    expect(rows).to_have_count(2)  # in the list's order: the newest first
+    expect(rows.nth(0)).to_contain_text("baseline")
+    expect(rows.nth(1)).to_contain_text("hsa-sft")
+    expect(page.locator("[data-testid=compare-loss] polyline")).to_have_count(2)
+    expect(page.locator("[data-testid=last-loss]")).to_have_text(["0.4375", "0.3125"])
+    shot("compare")

@@ -470,3 +470,48 @@ def test_rl_jobs_draw_their_reward_curves(client, ml_staff, base):
     assert 'data-testid="reward-curve-reward"' in html and 'data-testid="reward-curve-accuracy"' in html
     assert 'data-testid="reward-curve-tool_rationality"' in html
     assert 'data-testid="reward-curve-effectiveness"' not in html  # never logged: no empty chart
+
+
+# --- comparing jobs ----------------------------------------------------------------------------------------------
+
+
+def test_compare_draws_the_jobs_on_shared_axes_with_their_numbers(client, ml_staff, finished, running, failed):
+    client.force_login(ml_staff)
+    listing = client.get("/training/").content.decode()
+    assert listing.count('data-testid="compare-pick"') == 3 and 'form="compare-form"' in listing
+    response = client.get("/training/compare/", {"jobs": [str(finished.pk), str(running.pk)]})
+    assert response.status_code == 200
+    page = response.content.decode()
+    rows = response.context["rows"]
+    assert [r["job"].pk for r in rows] == [finished.pk, running.pk]  # in the order asked
+    assert rows[0]["loss"] == round(2.5 / 6, 4) and rows[0]["model"] == _model(finished)
+    assert rows[1]["loss"] == round(2.5 / 3, 4) and rows[1]["model"] is None
+    loss = next(c for c in response.context["charts"] if c["key"] == "loss")
+    first, second = (s["curve"] for s in loss["series"])
+    # one box: the same y range for both, x to the longest schedule
+    assert (first.y_min, first.y_max, first.x_max) == (second.y_min, second.y_max, second.x_max) == (round(2.5 / 6, 4), 2.5, 6)
+    assert page.count('class="line series-') == 2 * len(response.context["charts"])
+    assert [c["key"] for c in response.context["charts"]] == ["loss", "learning_rate"]  # no RL reward points here
+
+
+def test_compare_refuses_too_few_or_malformed_ids_and_404s_unknown_jobs(client, ml_staff, finished, running):
+    client.force_login(ml_staff)
+    for params in ({}, {"jobs": [str(finished.pk)]}, {"jobs": [str(finished.pk), "nope"]},
+                   {"jobs": [str(finished.pk), str(finished.pk)]},  # the same job twice is one job
+                   {"jobs": [str(uuid.uuid4()) for _ in range(7)]}):
+        response = client.get("/training/compare/", params)
+        assert response.status_code == 400, params
+        assert "Pick 2 to 6 jobs" in response.content.decode()
+    missing = str(uuid.uuid4())
+    assert client.get("/training/compare/", {"jobs": [str(finished.pk), missing]}).status_code == 404
+
+
+@pytest.mark.parametrize("role, status", [("manager", 403), ("reviewer", 403), ("operator", 403), ("outsider", 403)])
+def test_compare_needs_the_training_view_permission(request, client, finished, running, role, status):
+    client.force_login(request.getfixturevalue(role))
+    assert client.get("/training/compare/", {"jobs": [str(finished.pk), str(running.pk)]}).status_code == status
+
+
+def test_compare_sends_anonymous_users_to_login(client, finished, running):
+    response = client.get("/training/compare/", {"jobs": [str(finished.pk), str(running.pk)]})
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
