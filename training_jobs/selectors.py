@@ -429,8 +429,8 @@ def compared_jobs(job_ids: Sequence[str]) -> list[TrainingJob]:
 
 
 def final_numbers(job: TrainingJob) -> dict[str, Any]:
-    """What a comparison lists of a job: its last loss and reward, its speed and wall time (summed over the
-    stages it ran), and the model it registered last."""
+    """What a comparison lists of a job: its last loss and reward, its speed, the trainer time of the stages its
+    latest run trained (a resumed job's earlier runs are not in its result), and the model it registered last."""
     points = job.metrics or []
     last = {key: next((p[key] for p in reversed(points) if _finite(p.get(key))), None)
             for key in ("loss", "reward", "samples_per_s")}
