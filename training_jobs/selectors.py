@@ -432,8 +432,11 @@ def final_numbers(job: TrainingJob) -> dict[str, Any]:
     """What a comparison lists of a job: its last loss and reward, its speed, the trainer time of the stages its
     latest run trained (a resumed job's earlier runs are not in its result), and the model it registered last."""
     points = job.metrics or []
-    last = {key: next((p[key] for p in reversed(points) if _finite(p.get(key))), None)
-            for key in ("loss", "reward", "samples_per_s")}
+    last_points = {key: next((p for p in reversed(points) if _finite(p.get(key))), None)
+                   for key in ("loss", "reward", "samples_per_s")}
+    last = {key: p[key] if p else None for key, p in last_points.items()}
+    # a pipeline's last loss is its last stage's (RL's policy loss is not comparable with an SFT loss)
+    last["loss_stage"] = (last_points["loss"] or {}).get("stage", "")
     stages = (job.result or {}).get("stages") or []
     wall = sum(s.get("metrics", {}).get("wall_s") or 0 for s in stages)
     return {**last, "train_loss": next((s["metrics"].get("train_loss") for s in reversed(stages)

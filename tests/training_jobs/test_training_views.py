@@ -486,6 +486,7 @@ def test_compare_draws_the_jobs_on_shared_axes_with_their_numbers(client, ml_sta
     assert [r["job"].pk for r in rows] == [finished.pk, running.pk]  # in the order asked
     assert rows[0]["loss"] == round(2.5 / 6, 4) and rows[0]["model"] == _model(finished)
     assert rows[1]["loss"] == round(2.5 / 3, 4) and rows[1]["model"] is None
+    assert rows[0]["loss_stage"] == ""  # the points of a one-stage job name no stage
     loss = next(c for c in response.context["charts"] if c["key"] == "loss")
     first, second = (s["curve"] for s in loss["series"])
     # one box: the same y range for both, x to the longest schedule
@@ -515,3 +516,19 @@ def test_compare_needs_the_training_view_permission(request, client, finished, r
 def test_compare_sends_anonymous_users_to_login(client, finished, running):
     response = client.get("/training/compare/", {"jobs": [str(finished.pk), str(running.pk)]})
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_compare_says_which_stage_a_pipeline_s_last_loss_is_from(client, ml_staff, finished, base):
+    points = [{"step": 1, "loss": 2.0, "stage": "sft"}, {"step": 2, "loss": 1.0, "stage": "sft"},
+              {"step": 3, "loss": -0.02, "reward": 0.75, "stage": "rl"}]
+    pipeline = TrainingJob.objects.create(name="pipe", kind="pipeline", config={}, base_model=base,
+                                          created_by=ml_staff, status="succeeded", progress_step=3, progress_total=3,
+                                          metrics=points)
+    client.force_login(ml_staff)
+    response = client.get("/training/compare/", {"jobs": [str(finished.pk), str(pipeline.pk)]})
+    rows = response.context["rows"]
+    assert (rows[1]["loss"], rows[1]["loss_stage"], rows[1]["reward"]) == (-0.02, "rl", 0.75)
+    page = response.content.decode()
+    assert '<span class="small muted">(rl)</span>' in page and 'data-testid="compare-reward"' in page
+    reward = next(c for c in response.context["charts"] if c["key"] == "reward")
+    assert [s["job"].pk for s in reward["series"]] == [pipeline.pk]  # the SFT job has no reward line
