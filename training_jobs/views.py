@@ -13,6 +13,7 @@ come from one template (django-template-partials); forms are plain POSTs, so eve
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -35,11 +36,15 @@ SAMPLES_PER_PAGE = 25
 POLL_S = 1
 
 
-def _dataset_or_404(dataset_id) -> Dataset:
+def _or_404(get: Callable[..., Any], missing: type[Exception], what: str, **lookup: Any) -> Any:
     try:
-        return selectors.dataset_get(dataset_id=dataset_id)
-    except Dataset.DoesNotExist:
-        raise Http404("no such dataset") from None
+        return get(**lookup)
+    except missing:
+        raise Http404(f"no such {what}") from None
+
+
+def _dataset_or_404(dataset_id) -> Dataset:
+    return _or_404(selectors.dataset_get, Dataset.DoesNotExist, "dataset", dataset_id=dataset_id)
 
 
 @role_required(roles.VIEW_DATASETS)
@@ -153,10 +158,7 @@ TRAINING_POLL_S = 2
 
 
 def _job_or_404(job_id) -> TrainingJob:
-    try:
-        return selectors.training_job_get(job_id=job_id)
-    except TrainingJob.DoesNotExist:
-        raise Http404("no such training job") from None
+    return _or_404(selectors.training_job_get, TrainingJob.DoesNotExist, "training job", job_id=job_id)
 
 
 @role_required(roles.VIEW_TRAINING)
@@ -280,10 +282,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
 
 
 def _model_or_404(model_id) -> TrainedModel:
-    try:
-        return selectors.model_get(model_id=model_id)
-    except TrainedModel.DoesNotExist:
-        raise Http404("no such model") from None
+    return _or_404(selectors.model_get, TrainedModel.DoesNotExist, "model", model_id=model_id)
 
 
 def _model_page(request: HttpRequest, model: TrainedModel, *, error: Exception | None = None,

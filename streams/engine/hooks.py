@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -305,41 +305,57 @@ def extract_claims(reply: str) -> list[Claim]:
 _NUM_IN_TEXT = re.compile(r"\d+(?:\.\d+)?")
 
 
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def walk_results(results: Iterable[Any], leaf: Callable[[Any, Any], None]) -> tuple[set[float], set[float]]:
+    """Visit every scalar of the tool results (``leaf(key, value)``: the key it sits under in its object, None in a
+    list) and return the savings the results back, from a price below a list price in the same object or an
+    enclosing one: (amounts: list price - price, percentages off: rounded, to one decimal, floored). The one walk
+    both the factual-risk hook and the RL accuracy reward read results with."""
+    amounts: set[float] = set()
+    percents: set[float] = set()
+
+    def walk(v: Any, key: Any, depth: int, list_price: float | None) -> None:
+        if depth > 12:
+            return
+        if isinstance(v, dict):
+            lp = _finite(v.get("list_price"))
+            lp = lp if lp is not None else list_price
+            p = _finite(v.get("price"))
+            if lp and p is not None and 0 < p < lp:
+                amounts.add(_key(lp - p))
+                pct = (lp - p) / lp * 100
+                percents.update({_key(float(round(pct))), _key(round(pct, 1)), _key(float(math.floor(pct)))})
+            for k, x in v.items():
+                walk(x, k, depth + 1, lp)
+        elif isinstance(v, (list, tuple)):
+            for x in v[:500]:
+                walk(x, None, depth + 1, list_price)
+        else:
+            leaf(key, v)
+
+    for r in results:
+        walk(r, None, 0, None)
+    return amounts, percents
+
+
 def backed_numbers(results: Iterable[Any]) -> set[float]:
     """Every number in the tool results (values and numbers inside strings), plus savings derivable from a
     price / list price pair in the same object (list - price, and the percentage off)."""
     out: set[float] = set()
 
-    def walk(v: Any, depth: int, list_price: float | None) -> None:
-        if depth > 12:
-            return
-        if isinstance(v, bool) or v is None:
-            return
-        if isinstance(v, (int, float)):
-            if math.isfinite(v):
-                out.add(_key(float(v)))
-            return
+    def leaf(key: Any, v: Any) -> None:
         if isinstance(v, str):
-            for m in _NUM_IN_TEXT.findall(v[:2000]):
-                out.add(_key(float(m)))
-            return
-        if isinstance(v, dict):
-            lp = v.get("list_price")
-            lp = float(lp) if isinstance(lp, (int, float)) and not isinstance(lp, bool) else list_price
-            p = v.get("price")
-            if lp and isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < lp:
-                out.add(_key(lp - p))
-                pct = (lp - p) / lp * 100
-                out.update({_key(round(pct)), _key(round(pct, 1)), _key(math.floor(pct))})
-            for x in v.values():
-                walk(x, depth + 1, lp)
-        elif isinstance(v, (list, tuple)):
-            for x in v[:500]:
-                walk(x, depth + 1, list_price)
+            out.update(_key(float(m)) for m in _NUM_IN_TEXT.findall(v[:2000]))
+        elif (n := _finite(v)) is not None:
+            out.add(_key(n))
 
-    for r in results:
-        walk(r, 0, None)
-    return out
+    amounts, percents = walk_results(results, leaf)
+    return out | amounts | percents
 
 
 def check_factual_risk(hook: FactualRiskHook, state: ReplyState, claims: Sequence[Claim] | None = None) -> Verdict:

@@ -75,7 +75,7 @@ from typing import Any
 
 from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
 from streams.engine.events import ToolCallEvent, ToolResultEvent
-from streams.engine.hooks import backed_numbers, extract_claims
+from streams.engine.hooks import backed_numbers, extract_claims, walk_results
 from streams.engine.toolcalls import strip_think
 from streams.engine.turn import TurnResult
 from training_jobs.hsa.judging import (
@@ -240,36 +240,18 @@ def _figure(value: Any) -> float | None:
 
 
 def money_figures(results: Iterable[Any]) -> tuple[set[float], set[float]]:
-    """(amounts, percentages) the results back: the figures under :data:`MONEY_KEYS`, and for a price below a
-    list price (in the same object or an enclosing one, as :func:`streams.engine.hooks.backed_numbers` pairs
-    them) the saving as an amount and the share off as a percentage (rounded, to one decimal, floored)."""
+    """(amounts, percentages) the results back: the figures under :data:`MONEY_KEYS`, and the savings
+    :func:`streams.engine.hooks.walk_results` derives from a price below a list price (the amount saved, the
+    share off)."""
     amounts: set[float] = set()
-    percents: set[float] = set()
 
-    def walk(v: Any, depth: int, list_price: float | None) -> None:
-        if depth > 12:
-            return
-        if isinstance(v, Mapping):
-            lp = _figure(v.get("list_price"))
-            lp = lp if lp is not None else list_price
-            for k, x in v.items():
-                n = _figure(x)
-                if k in MONEY_KEYS and n is not None:
-                    amounts.add(round(n, 2))
-            p = _figure(v.get("price"))
-            if lp and p is not None and 0 < p < lp:
-                amounts.add(round(lp - p, 2))
-                pct = (lp - p) / lp * 100
-                percents.update({float(round(pct)), round(pct, 1), float(math.floor(pct))})
-            for x in v.values():
-                walk(x, depth + 1, lp)
-        elif isinstance(v, (list, tuple)):
-            for x in v[:500]:
-                walk(x, depth + 1, list_price)
+    def leaf(key: Any, value: Any) -> None:
+        n = _figure(value)
+        if key in MONEY_KEYS and n is not None:
+            amounts.add(round(n, 2))
 
-    for r in results:
-        walk(r, 0, None)
-    return amounts, percents
+    saved, percents = walk_results(results, leaf)
+    return amounts | saved, percents
 
 
 def unbacked_claims(reply: str, results: Sequence[Any]) -> list[str]:
