@@ -149,6 +149,10 @@ class ModelEndpoint(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LOCAL)
     timeout_s = models.FloatField(default=60.0, validators=[MinValueValidator(0.1)])
     connect_timeout_s = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
+    # The name of an administrator-managed secret (never its value, never an environment variable's name):
+    # resolved on the worker when the endpoint is called; only administrators set or see it.
+    api_key_secret = models.CharField(max_length=64, blank=True, default="",
+                                      help_text="name of the secret holding the API key ('' = none)")
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -196,6 +200,9 @@ class PreviewRoom(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # the room's owner invites these people: they may watch, comment and drive it; others get a 404
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+",
+                                     help_text="people the owner invited into the room")
     harness_version = models.ForeignKey("harness_editor.HarnessVersion", on_delete=models.PROTECT, related_name="+")
     scenario = models.ForeignKey(Scenario, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="+")

@@ -218,7 +218,9 @@ class TrainingJob(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "-created_at"], name="trainingjob_status_recent")]
-        permissions = [("run_trainingjob", "Can launch, cancel and resume training jobs")]
+        permissions = [("run_trainingjob", "Can launch, cancel and resume training jobs"),
+                       ("manage_any_trainingjob", "Can cancel and resume other people's training jobs and "
+                                                  "dataset builds (ML lead)")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()}, {self.status})"
