@@ -1,4 +1,4 @@
-"""The four roles of the console and what each may do.
+"""The roles of the console and what each may do.
 
 Roles are Django groups; what a role may do is a set of Django permissions, so the admin, views, APIs
 and (later) WebSocket consumers all ask the same question: ``user.has_perm(...)``. This table is the
@@ -13,8 +13,9 @@ from django.contrib.auth.management import create_permissions
 CAMPAIGN_MANAGER = "campaign manager"
 COMPLIANCE_REVIEWER = "compliance reviewer"
 ML_STAFF = "ML staff"
+ML_LEAD = "ML lead"  # ML staff who may also cancel and resume other people's jobs and builds
 OPERATOR = "operator"
-ROLES = (CAMPAIGN_MANAGER, COMPLIANCE_REVIEWER, ML_STAFF, OPERATOR)
+ROLES = (CAMPAIGN_MANAGER, COMPLIANCE_REVIEWER, ML_STAFF, ML_LEAD, OPERATOR)
 
 # Permission code names used by views and APIs (app_label.codename).
 VIEW_HARNESS = "harness_editor.view_harness"
@@ -26,17 +27,22 @@ MOVE_LABEL = "harness_editor.move_label"
 VIEW_AUDIT = "console.view_auditevent"
 USE_PREVIEW = "streams.use_previewroom"
 VIEW_DATASETS = "training_jobs.view_dataset"  # dataset jobs, statistics and the sample browser
-BUILD_DATASET = "training_jobs.add_dataset"  # compose a recipe, launch and cancel dataset builds
+BUILD_DATASET = "training_jobs.add_dataset"  # compose a recipe, launch dataset builds, cancel one's own
 VIEW_TRAINING = "training_jobs.view_trainingjob"  # training jobs, their curves and logs
-RUN_TRAINING = "training_jobs.run_trainingjob"  # launch, cancel and resume training jobs
+RUN_TRAINING = "training_jobs.run_trainingjob"  # launch training jobs, cancel and resume one's own
 VIEW_MODELS = "training_jobs.view_trainedmodel"  # the model registry and lineage
+# cancel and resume other people's training jobs and dataset builds, stop servers others started: without it, only
+# the person who started a job or build (or a model's server) may stop or resume it
+MANAGE_ANY_TRAINING = "training_jobs.manage_any_trainingjob"
 
 _EVERYONE = {VIEW_HARNESS, VIEW_AUDIT}
+_ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
     CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
                                    VIEW_MODELS},
     COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS},
-    ML_STAFF: _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS},
+    ML_STAFF: set(_ML),
+    ML_LEAD: _ML | {MANAGE_ANY_TRAINING},
     OPERATOR: set(_EVERYONE),
 }
 

@@ -2,8 +2,11 @@
 
 Only translates: stored events out (the backlog from the database, then live ones from the room's group),
 the user's actions in (each one service call in a worker thread). Authentication comes from the ASGI stack
-(session cookie); the role is checked here. Close codes: 4401 not signed in, 4403 no permission, 4404 no
-such room.
+(session cookie); the role and the room's access rule (:func:`streams.selectors.preview_room_access`: owner and
+invited members; anyone with the role for a scenario run) are checked here, each action again by its service.
+Close codes: 4401 not signed in, 4403 no permission (or no longer invited), 4404 no such room (or one the user
+may not see: the same answer). An invited member's access is checked again every ``ACCESS_CHECK_S`` seconds, so
+someone the owner removes stops receiving the room.
 
 Frames: ``{"type": "events", "events": [...]}`` with consecutive seqs, oldest first (the backlog, and live
 runs as published, see :mod:`streams.events`); ``ack`` and ``error`` answer the user's actions.
@@ -51,13 +54,19 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 BACKLOG_BATCH = 500
 POLL_S = 0.25  # in-memory channel layer only
+ACCESS_CHECK_S = 3.0  # a removed member's socket is closed within this
 
 
-def _room_or_none(room_id) -> PreviewRoom | None:
+def _room_or_none(user, room_id) -> PreviewRoom | None:
+    """The room if the user may see it (None for a missing room and a hidden one alike)."""
     try:
-        return selectors.preview_room_get(room_id=room_id)
+        return selectors.preview_room_get_for(user=user, room_id=room_id)
     except (PreviewRoom.DoesNotExist, ValueError):
         return None
+
+
+def _may_still_see(user, room_id) -> bool:
+    return _room_or_none(user, room_id) is not None
 
 
 def _act(user, room_id, content: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,7 +75,7 @@ def _act(user, room_id, content: dict[str, Any]) -> dict[str, Any] | None:
     kind = content.get("type")
     if kind == "comment":
         turn_id = services.preview_comment_post(user=user, room=room, text=str(content.get("text") or ""),
-                                                viewer=str(content.get("viewer") or "you"))
+                                                viewer=str(content.get("viewer") or ""))
         return {"type": "ack", "action": kind, "turn_id": turn_id}
     if kind == "step":
         out = services.preview_clock_step(user=user, room=room, minutes=content.get("minutes", 1))
@@ -177,6 +186,7 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
         self._feed: RoomFeed | None = None
         self._inbox: asyncio.Queue = asyncio.Queue()
         self._pump = None
+        self._access = None
         self._send_lock = asyncio.Lock()  # backlog, gap fill, live and polled events never interleave
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -186,7 +196,7 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         room_id = self.scope["url_route"]["kwargs"]["room_id"]
-        room = await database_sync_to_async(_room_or_none)(room_id)
+        room = await database_sync_to_async(_room_or_none)(user, room_id)
         if room is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -203,13 +213,15 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
         async with self._send_lock:
             await self._send_stored(up_to=None)
         self._pump = asyncio.create_task(self._deliver_queued())
+        if room.access == selectors.MEMBER:  # the owner stays, and a run stays readable: only a member can be removed
+            self._access = asyncio.create_task(self._watch_access(user))
         if isinstance(self.channel_layer, InMemoryChannelLayer):
             self._poller = asyncio.create_task(self._poll())
 
     async def disconnect(self, code: int) -> None:
         if self._feed is not None:
             await self._feed.leave(self)
-        for task in (self._poller, self._pump):
+        for task in (self._poller, self._pump, self._access):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -222,6 +234,15 @@ class PreviewConsumer(AsyncJsonWebsocketConsumer):
     async def _deliver_queued(self) -> None:
         while True:
             await self.preview_event(await self._inbox.get())
+
+    async def _watch_access(self, user) -> None:
+        """The owner removed this user (or the room went away): stop sending them the room."""
+        while True:
+            await asyncio.sleep(ACCESS_CHECK_S)
+            with contextlib.suppress(Exception):  # a database hiccup is not a revocation; try again next time
+                if not await database_sync_to_async(_may_still_see)(user, self.room_id):
+                    await self.close(code=CLOSE_FORBIDDEN)
+                    return
 
     async def _poll(self) -> None:
         while True:

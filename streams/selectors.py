@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from console import roles
 from streams.models import LiveRoom, ModelEndpoint, PreviewEvent, PreviewRoom, Scenario
 
 
@@ -89,10 +90,47 @@ def preview_room_get(*, room_id) -> PreviewRoom:
                                               "created_by").get(pk=room_id)
 
 
+# Who may do what in a preview room (the users need the preview role as well):
+# - an interactive room belongs to its owner (created_by) and the people the owner invited (members): they see it,
+#   comment and drive its clock; only the owner invites, removes and closes. Everyone else is told it does not exist.
+# - a scenario run is shared evidence: every preview user reads it (transcript, watching live); only the person who
+#   started it drives or closes (cancels) it. Nobody is invited into a run.
+OWNER, MEMBER, READER = "owner", "member", "reader"
+
+
+def preview_room_access(*, user, room: PreviewRoom) -> str | None:
+    """``OWNER``, ``MEMBER``, ``READER`` (a run someone else started), or None: the room is hidden from the user."""
+    if user is None or not user.is_authenticated or not user.has_perm(roles.USE_PREVIEW):
+        return None
+    if room.created_by_id == user.pk:
+        return OWNER
+    if room.is_run:
+        return READER
+    if room.members.filter(pk=user.pk).exists():
+        return MEMBER
+    return None
+
+
+def preview_room_get_for(*, user, room_id) -> PreviewRoom:
+    """The room if the user may see it; PreviewRoom.DoesNotExist otherwise, so a hidden room and a missing one look
+    the same. The room carries the user's ``access``."""
+    room = preview_room_get(room_id=room_id)
+    room.access = preview_room_access(user=user, room=room)
+    if room.access is None:
+        raise PreviewRoom.DoesNotExist(f"no preview room {room_id}")
+    return room
+
+
 def preview_room_list(*, user) -> QuerySet[PreviewRoom]:
-    """The user's interactive rooms (runs have their own list)."""
-    return (PreviewRoom.objects.filter(created_by=user, kind=PreviewRoom.Kind.INTERACTIVE)
-            .select_related("harness_version__harness", "scenario", "endpoint"))
+    """The interactive rooms the user owns or was invited to (runs have their own list)."""
+    return (PreviewRoom.objects.filter(Q(created_by=user) | Q(pk__in=PreviewRoom.members.through.objects.filter(
+        user_id=user.pk).values("previewroom_id")), kind=PreviewRoom.Kind.INTERACTIVE)
+            .select_related("harness_version__harness", "scenario", "endpoint", "created_by"))
+
+
+def preview_room_members(*, room: PreviewRoom) -> list:
+    """The people the owner invited, by username."""
+    return list(room.members.order_by("username"))
 
 
 def preview_event_list(*, room_id, after: int = 0, up_to: int | None = None, limit: int | None = None

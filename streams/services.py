@@ -206,6 +206,28 @@ def _require_open(room: PreviewRoom) -> None:
         raise InvalidTransition("this preview room is closed")
 
 
+def _require_driver(user, room: PreviewRoom) -> str:
+    """Comment, step, play, pause, resume, switch version: the owner and the invited members (see
+    :func:`streams.selectors.preview_room_access`). Returns the user's access."""
+    _require_preview(user)
+    access = selectors.preview_room_access(user=user, room=room)
+    if access in (selectors.OWNER, selectors.MEMBER):
+        return access
+    if access == selectors.READER:
+        raise NotAllowed(f"this scenario run was started by {room.created_by.get_username()}: "
+                         "only they may drive or cancel it; you may read it")
+    raise NotAllowed("you are not in this preview room: ask its owner to invite you")
+
+
+def _require_owner(user, room: PreviewRoom, what: str) -> None:
+    _require_preview(user)
+    if room.created_by_id != user.pk:
+        if selectors.preview_room_access(user=user, room=room) is None:
+            raise NotAllowed("you are not in this preview room: ask its owner to invite you")
+        raise NotAllowed(f"only {room.created_by.get_username()}, who opened this "
+                         f"{'scenario run' if room.is_run else 'preview room'}, may {what}")
+
+
 def preview_event_append(*, room_id, type: str = "", payload: dict[str, Any] | None = None, turn_id: str = "",
                          events: Sequence[tuple[str, dict[str, Any]]] = ()) -> PreviewEvent:
     """Store one event (``type``, ``payload``), or several of one turn in order (``events``: (type, payload)
@@ -335,13 +357,28 @@ def _turn_enqueue(room_id, turn_id: str) -> None:
     transaction.on_commit(lambda: preview_turn.delay(room_id, turn_id))
 
 
-def preview_comment_post(*, user, room: PreviewRoom, text: str, viewer: str = "you") -> str:
-    """The user speaks as a viewer: the comment is stored and a turn answering it is queued (on commit).
-    Returns the turn id."""
-    _require_preview(user)
+def _viewer_name(user, viewer: str | None) -> str:
+    """The name the comment shows the model: the sender's username unless they typed another. A name that is
+    another console user's username is refused (nobody speaks as a colleague); the sender is stored and shown
+    beside every comment either way."""
+    from django.contrib.auth import get_user_model
+
+    name = (viewer or "").strip()[:40] or user.get_username()
+    if name.casefold() != user.get_username().casefold() and \
+            get_user_model().objects.filter(username__iexact=name).exists():
+        raise ValidationFailed("that viewer name belongs to another console user", errors=[
+            {"path": "viewer", "message": f"{name!r} is another console user's username: pick another viewer name "
+                                          "or leave it empty to comment under your own"}])
+    return name
+
+
+def preview_comment_post(*, user, room: PreviewRoom, text: str, viewer: str | None = None) -> str:
+    """The user speaks as a viewer (``viewer``: the name shown, default their username): the comment is stored
+    with its sender and a turn answering it is queued (on commit). Returns the turn id."""
+    _require_driver(user, room)
     _require_open(room)
     text = (text or "").strip()
-    viewer = (viewer or "you").strip()[:40] or "you"
+    viewer = _viewer_name(user, viewer)
     if not text:
         raise ValidationFailed("the comment is empty", errors=[{"path": "text", "message": "write something"}])
     if len(text) > MAX_VIEWER_COMMENT_CHARS:
@@ -351,7 +388,7 @@ def preview_comment_post(*, user, room: PreviewRoom, text: str, viewer: str = "y
     with transaction.atomic():
         preview_event_append(room_id=room.pk, type="viewer_comment", turn_id=turn_id, payload={
             "viewer": viewer, "viewer_id": f"user-{user.pk}", "text": text, "source": "viewer",
-            "minute": room.scenario_minute})
+            "sent_by": user.get_username(), "minute": room.scenario_minute})
         _turn_enqueue(room.pk, turn_id)
     return turn_id
 
@@ -360,7 +397,7 @@ def preview_clock_step(*, user, room: PreviewRoom, minutes: float = 1) -> dict[s
     """Advance the scenario clock: timeline events due are applied to the room state and recorded; the
     comments that became due are recorded and answered by turns (queued on commit). Returns
     ``{"minute", "events", "comments", "turn_ids"}``."""
-    _require_preview(user)
+    _require_driver(user, room)
     _require_open(room)
     try:
         minutes = float(minutes)
@@ -408,7 +445,7 @@ def _clock_advance(locked: PreviewRoom, target: float, *, run=None, enqueue: boo
 
 
 def _preview_set_paused(*, user, room: PreviewRoom, paused: bool) -> PreviewRoom:
-    _require_preview(user)
+    _require_driver(user, room)
     _require_open(room)
     with transaction.atomic():
         locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
@@ -443,7 +480,7 @@ def preview_resume(*, user, room: PreviewRoom) -> PreviewRoom:
 def preview_version_switch(*, user, room: PreviewRoom, version) -> PreviewRoom:
     """Play another version of the same harness from the next turn on (a turn already running keeps its
     version). Recorded as a ``version_switched`` event."""
-    _require_preview(user)
+    _require_driver(user, room)
     _require_open(room)
     with transaction.atomic():
         locked = PreviewRoom.objects.select_for_update(of=("self",)).select_related("harness_version__harness").get(pk=room.pk)
@@ -458,6 +495,70 @@ def preview_version_switch(*, user, room: PreviewRoom, version) -> PreviewRoom:
                 "by": user.get_username(), "from": _version_info(old), "to": _version_info(version)})
     room.harness_version = version
     return room
+
+
+# --- who is in a room ------------------------------------------------------------------------------------------
+
+
+def _room_scope(room: PreviewRoom) -> str:
+    return f"preview:{room.pk}"
+
+
+def preview_member_add(*, user, room: PreviewRoom, username: str):
+    """The owner invites a console user who holds the preview role: they may then see the room, comment and drive
+    its clock. Recorded on the audit timeline and in the room. Returns the member. ValidationFailed (path
+    ``username``) for an unknown user, one without the preview role, the owner themselves or someone already in."""
+    from django.contrib.auth import get_user_model
+
+    _require_owner(user, room, "invite people")
+    if room.is_run:
+        raise ValidationFailed("nobody is invited into a scenario run: every preview user may already read it")
+    username = (username or "").strip()
+    problem = None
+    member = get_user_model().objects.filter(username=username).first() if username else None
+    if not username:
+        problem = "type the username of the person to invite"
+    elif member is None:
+        problem = f"no console user is called {username!r}"
+    elif member.pk == user.pk:
+        problem = "you own this room: you are in it already"
+    elif not member.is_active or not member.has_perm(USE_PREVIEW):
+        problem = f"{username} does not hold a role that may use the preview room"
+    if problem:
+        raise ValidationFailed("nobody was invited", errors=[{"path": "username", "message": problem}])
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
+        if locked.members.filter(pk=member.pk).exists():
+            raise ValidationFailed("nobody was invited", errors=[
+                {"path": "username", "message": f"{username} is already in this room"}])
+        locked.members.add(member)
+        audit_record(actor=user, action="preview.member_added", scope=_room_scope(room), target=f"user:{username}",
+                     to_state="member", data={"room": str(room.pk), "harness": room.harness_version.harness.slug,
+                                              "version": room.harness_version.number})
+        preview_event_append(room_id=room.pk, type="member_added", payload={"by": user.get_username(),
+                                                                            "user": username})
+    return member
+
+
+def preview_member_remove(*, user, room: PreviewRoom, username: str):
+    """The owner takes someone out of the room: from then on it is hidden from them (an open WebSocket of theirs is
+    closed within ``streams.consumers.ACCESS_CHECK_S``). Recorded on the audit timeline and in the room. Returns the
+    former member; ValidationFailed (path ``username``) for someone who is not a member."""
+    _require_owner(user, room, "remove people")
+    username = (username or "").strip()
+    with transaction.atomic():
+        locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
+        member = locked.members.filter(username=username).first() if username else None
+        if member is None:
+            raise ValidationFailed("nobody was removed", errors=[
+                {"path": "username", "message": f"{username or 'nobody'} is not invited into this room"}])
+        locked.members.remove(member)
+        audit_record(actor=user, action="preview.member_removed", scope=_room_scope(room), target=f"user:{username}",
+                     from_state="member", data={"room": str(room.pk), "harness": room.harness_version.harness.slug,
+                                                "version": room.harness_version.number})
+        preview_event_append(room_id=room.pk, type="member_removed", payload={"by": user.get_username(),
+                                                                              "user": username})
+    return member
 
 
 # --- play mode and scenario runs ----------------------------------------------------------------------------
@@ -518,7 +619,7 @@ def preview_play(*, user, room: PreviewRoom, speed: float) -> PreviewRoom:
     """Let the clock run by itself at ``speed`` (simulated/real time; ``ASAP``: as fast as turns finish);
     also the way to change the speed, and it resumes a paused room. Recorded as a ``playing`` event; the
     first tick is queued on commit."""
-    _require_preview(user)
+    _require_driver(user, room)
     _require_open(room)
     speed = _play_speed(speed)
     if room.scenario_id is None:
@@ -541,8 +642,8 @@ def preview_play(*, user, room: PreviewRoom, speed: float) -> PreviewRoom:
 
 def preview_close(*, user, room: PreviewRoom) -> PreviewRoom:
     """Close the room: the clock stops, nothing can be posted any more; the events stay as its transcript. A
-    run closed before its end is marked failed."""
-    _require_preview(user)
+    run closed before its end is marked failed (cancelled). Only the owner closes a room or cancels a run."""
+    _require_owner(user, room, "close it")
     with transaction.atomic():
         locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
         if locked.status != PreviewRoom.Status.CLOSED:

@@ -1,5 +1,8 @@
 """Preview room pages: the list of my rooms with the open form, one room (live over a WebSocket, see
-static/streams/preview.js) with its clock controls, its transcript, and the scenario runs.
+static/streams/preview.js) with its clock controls and its members, its transcript, and the scenario runs.
+
+Who sees what is :func:`streams.selectors.preview_room_access`: a room is visible to its owner and the people they
+invited (a scenario run to every preview user); to anyone else it is a 404, as if it did not exist.
 
 Each view: authorise (``role_required``) → call one service or selector → render. The room page is filled by
 the script from the WebSocket (stored events first, then live ones); the clock controls are plain forms, so
@@ -73,9 +76,15 @@ class PlayForm(forms.Form):
     speed = forms.TypedChoiceField(choices=SPEED_CHOICES, coerce=float, initial="10")
 
 
-def _room_or_404(room_id) -> PreviewRoom:
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150, label="Invite a colleague (username)")
+
+
+def _room_or_404(request: HttpRequest, room_id) -> PreviewRoom:
+    """The room if the user may see it (its owner, an invited member; anyone with the preview role for a scenario
+    run); a 404 otherwise, the same as for a room that does not exist."""
     try:
-        return selectors.preview_room_get(room_id=room_id)
+        return selectors.preview_room_get_for(user=request.user, room_id=room_id)
     except PreviewRoom.DoesNotExist:
         raise Http404("no such preview room") from None
 
@@ -109,29 +118,35 @@ def preview_list(request: HttpRequest) -> HttpResponse:
                   status=status)
 
 
-def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: int = 200) -> HttpResponse:
+def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: int = 200,
+               member_form: MemberForm | None = None) -> HttpResponse:
     versions = (HarnessVersion.objects.filter(harness_id=room.harness_version.harness_id)
                 .order_by("-number").only("id", "number", "status", "harness_id"))
     speed = next((v for v, _ in SPEED_CHOICES if float(v) == room.play_speed), "10")
+    is_owner = room.access == selectors.OWNER
     return render(request, "streams/preview_room.html", {
         "room": room, "versions": versions, "ws_path": f"/ws/preview/{room.pk}/", "error": error,
         "play_form": PlayForm(initial={"speed": speed}),
+        "can_drive": room.access in (selectors.OWNER, selectors.MEMBER), "is_owner": is_owner,
+        "members": selectors.preview_room_members(room=room),
+        "member_form": member_form or (MemberForm() if is_owner and not room.is_run else None),
     }, status=status)
 
 
 @role_required(roles.USE_PREVIEW)
 @require_GET
 def preview_room(request: HttpRequest, room_id) -> HttpResponse:
-    return _room_page(request, _room_or_404(room_id))
+    return _room_page(request, _room_or_404(request, room_id))
 
 
 def _clock_action(request: HttpRequest, room_id, act) -> HttpResponse:
-    """POST forms of the room page: one service call, then back to the room (the error on the page)."""
-    room = _room_or_404(room_id)
+    """POST forms of the room page: one service call, then back to the room (the error on the page, with the
+    status it maps to: 400, 403 for a member closing the room, 409)."""
+    room = _room_or_404(request, room_id)
     try:
         act(room)
     except DomainError as exc:
-        return _room_page(request, room, error=exc, status=400)
+        return _room_page(request, room, error=exc, status=exc.status_code)
     return redirect("streams:preview_room", room_id=room.pk)
 
 
@@ -166,10 +181,40 @@ def preview_close(request: HttpRequest, room_id) -> HttpResponse:
     return _clock_action(request, room_id, lambda room: services.preview_close(user=request.user, room=room))
 
 
+def _member_action(request: HttpRequest, room_id, service) -> HttpResponse:
+    """The owner's invite and remove forms: back to the room, or the room page with the form's error."""
+    room = _room_or_404(request, room_id)
+    form = MemberForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValidationFailed("type a username", errors=[{"path": "username", "message": "required"}])
+        service(user=request.user, room=room, username=form.cleaned_data["username"])
+    except DomainError as exc:
+        if room.access == selectors.OWNER:
+            for e in exc.errors:
+                if e.get("path") == "username":
+                    form.add_error("username", e["message"])
+        return _room_page(request, room, error=exc, status=exc.status_code,
+                          member_form=form if room.access == selectors.OWNER else None)
+    return redirect("streams:preview_room", room_id=room.pk)
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_member_add(request: HttpRequest, room_id) -> HttpResponse:
+    return _member_action(request, room_id, services.preview_member_add)
+
+
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def preview_member_remove(request: HttpRequest, room_id) -> HttpResponse:
+    return _member_action(request, room_id, services.preview_member_remove)
+
+
 @role_required(roles.USE_PREVIEW)
 @require_GET
 def preview_transcript(request: HttpRequest, room_id) -> HttpResponse:
-    room = _room_or_404(room_id)
+    room = _room_or_404(request, room_id)
     page = Paginator(selectors.preview_transcript(room_id=room.pk), TURNS_PER_PAGE).get_page(request.GET.get("page"))
     live = room.is_run and room.run_status in (PreviewRoom.RunStatus.QUEUED, PreviewRoom.RunStatus.RUNNING)
     return render(request, "streams/preview_transcript.html", {

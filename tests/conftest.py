@@ -1,5 +1,5 @@
-"""Shared fixtures: one user per role (plus an outsider with no role), demo manifests, and a demo
-harness with history built through the real services."""
+"""Shared fixtures: one user per role (a second one for some, plus an outsider with no role), demo manifests,
+and a demo harness with history built through the real services."""
 
 from __future__ import annotations
 
@@ -70,6 +70,18 @@ def reviewer2(db, django_user_model):
 @pytest.fixture
 def ml_staff(db, django_user_model):
     return _make_user(django_user_model, "ml_erin", roles.ML_STAFF)
+
+
+@pytest.fixture
+def ml_staff2(db, django_user_model):
+    """A second ML staff member: may watch erin's jobs, not cancel or resume them."""
+    return _make_user(django_user_model, "ml_judy", roles.ML_STAFF)
+
+
+@pytest.fixture
+def ml_lead(db, django_user_model):
+    """ML staff who may also cancel and resume other people's jobs and builds."""
+    return _make_user(django_user_model, "ml_ivan", roles.ML_LEAD)
 
 
 @pytest.fixture

@@ -132,7 +132,8 @@ class DatasetCancelApi(ApiView):
     required_perms = {"POST": roles.BUILD_DATASET}
 
     @extend_schema(tags=[TAG], operation_id="dataset_cancel", request=None,
-                   description="Cancel a queued build now, or ask a running one to stop (409 once finished).",
+                   description="Cancel a queued build now, or ask a running one to stop (409 once finished). Only the "
+                               "person who started it or an ML lead may (403 otherwise).",
                    responses={200: DatasetOutputSerializer, **ERRORS_WRITE})
     def post(self, request, dataset_id):
         dataset = services.dataset_cancel(user=request.user, dataset=_dataset(dataset_id))
@@ -335,7 +336,8 @@ class TrainingJobCancelApi(ApiView):
 
     @extend_schema(tags=[TRAINING_TAG], operation_id="training_job_cancel", request=None,
                    description="Cancel a queued job now, or ask a running one to stop: it saves a checkpoint and ends "
-                               "cancelled (resumable). 409 once finished.",
+                               "cancelled (resumable). 409 once finished. Only the person who started it or an ML "
+                               "lead may (403 otherwise).",
                    responses={200: TrainingJobDetailSerializer, **ERRORS_WRITE})
     def post(self, request, job_id):
         job = services.training_job_cancel(user=request.user, job=_training_job(job_id))
@@ -347,7 +349,8 @@ class TrainingJobResumeApi(ApiView):
 
     @extend_schema(tags=[TRAINING_TAG], operation_id="training_job_resume", request=None,
                    description="Queue a cancelled or failed job again; it continues from its latest checkpoint. 409 "
-                               "for any other status.",
+                               "for any other status. Only the person who started it or an ML lead may (403 "
+                               "otherwise).",
                    responses={200: TrainingJobDetailSerializer, **ERRORS_WRITE})
     def post(self, request, job_id):
         job = services.training_job_resume(user=request.user, job=_training_job(job_id))

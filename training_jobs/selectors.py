@@ -305,6 +305,15 @@ def model_get(*, model_id) -> TrainedModel:
     return TrainedModel.objects.select_related("created_by", "dataset", "parent", "job", "endpoint").get(pk=model_id)
 
 
+def model_served_by(model: TrainedModel):
+    """Who last asked for the model's local server (its latest ``model.serve`` audit event), or None."""
+    from console.models import AuditEvent
+
+    event = (AuditEvent.objects.filter(action="model.serve", scope=f"model:{model.pk}").select_related("actor")
+             .order_by("-id").first())
+    return event.actor if event is not None else None
+
+
 def model_lineages(models: Sequence[TrainedModel]) -> dict[Any, list[TrainedModel]]:
     """``{model id: [base, ..., model]}`` for a page of models, with one query per generation instead of one
     per ancestor of every model (what ``TrainedModel.lineage()`` would cost on a list)."""

@@ -159,6 +159,19 @@ def _require(user, perm: str, what: str) -> None:
         raise NotAllowed(f"your role does not allow you to {what}")
 
 
+# Any ML staff may watch every job and build; stopping or resuming one is for the person who started it, or an ML
+# lead (roles.MANAGE_ANY_TRAINING): a colleague's week-long run is not one click away from being cancelled.
+def may_manage(user, *owners) -> bool:
+    """Whether ``user`` may cancel or resume work started by one of ``owners`` (users, or None when unknown)."""
+    return any(o is not None and o.pk == user.pk for o in owners) or user.has_perm(roles.MANAGE_ANY_TRAINING)
+
+
+def _require_manager(user, owner, what: str) -> None:
+    if not may_manage(user, owner):
+        who = owner.get_username() if owner is not None else "the person who started it"
+        raise NotAllowed(f"only {who}, who started it, or an ML lead may {what}")
+
+
 def version_manifests(refs: Sequence[str]) -> dict[str, Any]:
     """The manifests of approved versions named ``slug@number``; ValidationFailed (path ``sources.versions[i]``)
     for an unknown or unapproved one."""
@@ -272,6 +285,7 @@ def dataset_cancel(*, user, dataset: Dataset) -> Dataset:
     """A queued build is cancelled now; a running one is asked to stop (it stops at its next progress step).
     A finished one cannot be cancelled (InvalidTransition, 409)."""
     _require(user, roles.BUILD_DATASET, "cancel dataset builds")
+    _require_manager(user, dataset.created_by, "cancel this build")
     with transaction.atomic():
         locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
         if locked.status == Status.QUEUED:
@@ -561,6 +575,7 @@ def training_job_cancel(*, user, job: TrainingJob) -> TrainingJob:
     """A queued job is cancelled now; a running one is asked to stop: it saves a checkpoint at the end of its
     current step and ends cancelled (resumable). InvalidTransition (409) for a finished job."""
     _require(user, roles.RUN_TRAINING, "cancel training jobs")
+    _require_manager(user, job.created_by, "cancel this job")
     with transaction.atomic():
         locked = TrainingJob.objects.select_for_update().get(pk=job.pk)
         from_state = locked.status
@@ -581,6 +596,7 @@ def training_job_resume(*, user, job: TrainingJob) -> TrainingJob:
     """Queue a cancelled or failed job again: it continues from its latest checkpoint (or starts over when it
     had none). InvalidTransition (409) otherwise."""
     _require(user, roles.RUN_TRAINING, "resume training jobs")
+    _require_manager(user, job.created_by, "resume this job")
     with transaction.atomic():
         locked = TrainingJob.objects.select_for_update().get(pk=job.pk)
         if locked.status not in TrainingJob.RESUMABLE:
@@ -870,8 +886,11 @@ def model_serve_run(*, model_id) -> TrainedModel:
 
 
 def model_unserve(*, user, model: TrainedModel) -> TrainedModel:
-    """Ask the worker host that serves a model to stop its server (a task on the gpu queue)."""
+    """Ask the worker host that serves a model to stop its server (a task on the gpu queue). Preview rooms may be
+    using it: only the person who started the server, the model's owner or an ML lead may stop it."""
     _require(user, roles.RUN_TRAINING, "stop serving models")
+    if not may_manage(user, selectors.model_served_by(model), model.created_by):
+        raise NotAllowed("only the person who started its server, the model's owner or an ML lead may stop it")
     from training_jobs.tasks import model_serve_stop as stop_task
 
     model_id = str(model.pk)

@@ -85,6 +85,8 @@ def _detail_page(request: HttpRequest, dataset: Dataset, *, error=None, status: 
         "sources_json": json.dumps(dataset.sources, indent=2),
         "baselines": list(dataset.baselines.all()),
         "can_build": request.user.has_perm(roles.BUILD_DATASET),
+        "can_cancel": request.user.has_perm(roles.BUILD_DATASET) and services.may_manage(request.user,
+                                                                                          dataset.created_by),
     }
     template = "training_jobs/dataset_detail.html#job" if request.htmx else "training_jobs/dataset_detail.html"
     return render(request, template, context, status=status)
@@ -236,6 +238,7 @@ def _training_page(request: HttpRequest, job: TrainingJob, *, error=None, status
         "config_json": json.dumps(job.config, indent=2),
         "result_json": json.dumps(job.result, indent=2) if job.result else "",
         "can_run": request.user.has_perm(roles.RUN_TRAINING),
+        "can_manage": request.user.has_perm(roles.RUN_TRAINING) and services.may_manage(request.user, job.created_by),
     }
     template = "training_jobs/training_detail.html#job" if request.htmx else "training_jobs/training_detail.html"
     return render(request, template, context, status=status)
@@ -292,6 +295,8 @@ def _model_page(request: HttpRequest, model: TrainedModel, *, error: Exception |
         "config_json": json.dumps(model.config, indent=2), "metrics_json": json.dumps(model.metrics, indent=2),
         "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
         "can_serve": request.user.has_perm(roles.RUN_TRAINING), "error": error,
+        "can_stop": (model.endpoint_id is not None and request.user.has_perm(roles.RUN_TRAINING)
+                     and services.may_manage(request.user, selectors.model_served_by(model), model.created_by)),
     }, status=status)
 
 

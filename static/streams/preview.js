@@ -50,8 +50,10 @@
     const card = turnCard(ev.turn_id);
     switch (ev.type) {
       case "viewer_comment":
+        // who typed it is always shown: a viewer name is what the model sees, the sender is who is accountable
         card.querySelector(".comments").append(el("div", { class: "comment", "data-testid": "comment" },
-          el("b", { text: p.viewer }), ": " + p.text, p.source === "scenario" ? el("span", { class: "small muted", text: `  (min ${p.minute})` }) : null));
+          el("b", { text: p.viewer }), ": " + p.text, p.source === "scenario" ? el("span", { class: "small muted", text: `  (min ${p.minute})` }) : null,
+          p.sent_by ? el("span", { class: "small muted", "data-testid": "sent-by", text: `  sent by ${p.sent_by}` }) : null));
         break;
       case "turn_started": {
         const faults = Object.entries(p.faults || {}).map(([k, v]) => `${k}:${v}`).join(", ");
@@ -110,7 +112,7 @@
   function setMinute(m) { const n = root.querySelector("[data-testid=room-minute]"); if (n && m != null) n.textContent = String(+(+m).toFixed(2)); }
   function setPaused(paused) {
     root.querySelector("[data-testid=room-paused]").hidden = !paused;
-    $("pause").hidden = paused; $("resume").hidden = !paused;
+    if ($("pause")) { $("pause").hidden = paused; $("resume").hidden = !paused; } // no controls: a read-only run
   }
   function setPlaying(on, speed) {
     const b = root.querySelector("[data-testid=room-playing]");
@@ -123,6 +125,9 @@
       case "playing": setPaused(false); setPlaying(true, p.speed); roomLog(`${p.by} pressed play (${p.speed ? "×" + p.speed : "as fast as turns finish"})`); break;
       case "scenario_finished": setPlaying(false); roomLog(`scenario over at minute ${p.minute}`); break;
       case "play_failed": setPlaying(false); roomLog(`the clock stopped: ${p.message}`); break;
+      case "member_added": roomLog(`${p.by} invited ${p.user}`); break;
+      case "member_removed": roomLog(`${p.by} removed ${p.user}`); break;
+      case "room_closed": roomLog(`closed by ${p.by}`); break;
       case "room_opened": roomLog(`opened by ${p.by}: ${p.version.harness} v${p.version.number}, minute ${p.minute}`); break;
       case "clock": setMinute(p.minute); roomLog(`clock ${p.from} → ${p.minute}: ${p.events} event(s), ${p.comments} comment(s)${p.finished ? " (scenario over)" : ""}`); break;
       case "timeline_event": roomLog(`minute ${p.minute}: ${p.summary}`, "timeline"); break;
@@ -176,16 +181,17 @@
     socket.send(JSON.stringify(obj));
     return true;
   }
-  $("comment-form").addEventListener("submit", (e) => {
+  if ($("comment-form")) $("comment-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const input = $("comment-text"), text = input.value.trim();
     if (text && send({ type: "comment", text: text, viewer: $("comment-viewer").value })) input.value = "";
   });
   if ($("step")) $("step").addEventListener("click", () => send({ type: "step", minutes: +$("step-minutes").value || 1 }));
-  // pause/resume are also plain forms: over the socket when it is up (no reload), else the form posts
-  $("pause").addEventListener("click", (e) => { if (send({ type: "pause" })) e.preventDefault(); });
-  $("resume").addEventListener("click", (e) => { if (send({ type: "resume" })) e.preventDefault(); });
-  $("switch-version").addEventListener("click", () => send({ type: "switch_version", version_id: +$("version-select").value }));
+  // pause/resume are also plain forms: over the socket when it is up (no reload), else the form posts.
+  // Someone only reading the room (another's scenario run) has none of these controls.
+  if ($("pause")) $("pause").addEventListener("click", (e) => { if (send({ type: "pause" })) e.preventDefault(); });
+  if ($("resume")) $("resume").addEventListener("click", (e) => { if (send({ type: "resume" })) e.preventDefault(); });
+  if ($("switch-version")) $("switch-version").addEventListener("click", () => send({ type: "switch_version", version_id: +$("version-select").value }));
   // test hook: drop the socket (the client reconnects with ?after=<last seq>)
   window.hatPreview = { drop: () => socket && socket.close(), lastSeq: () => lastSeq, closedForGood: () => closedForGood };
   connect();

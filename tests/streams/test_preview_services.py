@@ -77,7 +77,7 @@ def test_comment_becomes_a_turn_with_ordered_stored_events(manager, harness_with
     assert stored == [e.model_dump(mode="json") for e in result.events]
     tokens = "".join(p["delta"] for p in stored if p["type"] == "token" and p["channel"] == "content")
     assert GOOD in tokens
-    assert scripted_endpoint.requests[0]["messages"][-1]["content"] == "[you] how much is #101?"
+    assert scripted_endpoint.requests[0]["messages"][-1]["content"] == "[cm_alice] how much is #101?"  # the sender
     room.refresh_from_db()
     assert room.last_seq == seqs[-1]
     # the transcript folds the turn
@@ -98,7 +98,7 @@ def test_history_carries_previous_turns(manager, harness_with_history, scripted_
     price_script(scripted_endpoint)
     services.preview_turn_run(room_id=room.pk, turn_id=second)
     sent = scripted_endpoint.requests[n]["messages"]
-    assert sent[1:3] == [{"role": "user", "content": "[you] how much is #101?"}, {"role": "assistant", "content": GOOD}]
+    assert sent[1:3] == [{"role": "user", "content": "[cm_alice] how much is #101?"}, {"role": "assistant", "content": GOOD}]
 
 
 def test_coupon_tool_mutates_room_state(manager, harness_with_history, scripted_model, scripted_endpoint,

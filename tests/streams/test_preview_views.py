@@ -30,10 +30,19 @@ def test_pages_by_role(client, as_user, manager, reviewer, ml_staff, operator, o
              reverse("streams:preview_transcript", args=[room.pk])]
     for page in pages:
         assert client.get(page).status_code == 302  # anonymous → login
-    for user, status in ((manager, 200), (reviewer, 200), (ml_staff, 200), (operator, 403), (outsider, 403)):
+    for user, status in ((manager, 200), (operator, 403), (outsider, 403)):
         c = as_user(user)
         for page in pages:
             assert c.get(page).status_code == status, (user, page)
+    for user in (reviewer, ml_staff):  # the preview role, but not in manager's room: as if it did not exist
+        c = as_user(user)
+        assert c.get(pages[0]).status_code == 200
+        for page in pages[1:]:
+            assert c.get(page).status_code == 404, (user, page)
+        own = services.preview_open(user=user, version=harness_with_history["v1"], endpoint=scripted_model)
+        for page in (reverse("streams:preview_room", args=[own.pk]), reverse("streams:preview_transcript",
+                                                                             args=[own.pk])):
+            assert c.get(page).status_code == 200, (user, page)
     assert as_user(manager).get(reverse("streams:preview_room", args=[uuid.uuid4()])).status_code == 404
 
 
@@ -125,10 +134,10 @@ def test_play_and_run_pages_by_role(client, as_user, manager, reviewer, ml_staff
         assert client.get(page).status_code == 302  # anonymous → login
     for user, ok in ((operator, False), (outsider, False), (manager, True), (reviewer, True), (ml_staff, True)):
         c = as_user(user)
-        for page in gets:
+        for page in gets:  # a run is shared evidence: every preview user reads it
             assert c.get(page).status_code == (200 if ok else 403), (user, page)
-        if ok:  # the last post closed it: a new room for the next user
-            room = services.preview_open(user=manager, version=harness_with_history["v1"],
+        if ok:  # the last post closed it: a new room of this user's for the next one
+            room = services.preview_open(user=user, version=harness_with_history["v1"],
                                          endpoint=scripted_model, scenario=scenario)
         for page in [reverse(f"streams:preview_{name}", args=[room.pk]) for name in ("play", "pause", "resume", "close")]:
             assert c.post(page, {"speed": "10"}).status_code == (302 if ok else 403), (user, page)
@@ -167,7 +176,7 @@ def test_play_form_works_without_script(as_user, manager, harness_with_history, 
     assert bad.status_code == 400 and "pick a speed" in bad.content.decode()
     assert c.post(reverse("streams:preview_close", args=[room.pk])).status_code == 302
     closed = c.post(reverse("streams:preview_play", args=[room.pk]), {"speed": "10"})
-    assert closed.status_code == 400 and "closed" in closed.content.decode()
+    assert closed.status_code == 409 and "closed" in closed.content.decode()  # the service's InvalidTransition
     plain = services.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model)
     assert 'data-testid="play-form"' not in c.get(reverse("streams:preview_room", args=[plain.pk])).content.decode()
 

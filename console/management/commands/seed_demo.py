@@ -29,6 +29,7 @@ DEMO_USERS = [
     ("carol", roles.COMPLIANCE_REVIEWER, "Carol (compliance reviewer)"),
     ("dave", roles.COMPLIANCE_REVIEWER, "Dave (compliance reviewer)"),
     ("erin", roles.ML_STAFF, "Erin (ML staff)"),
+    ("ivan", roles.ML_LEAD, "Ivan (ML lead)"),
     ("frank", roles.OPERATOR, "Frank (operator)"),
 ]
 DEMO_SLUG = "glow-gadget"
