@@ -7,7 +7,10 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Console"
 
     def ready(self) -> None:
+        from console import dbpool
         from console.roles import sync_role_groups
+
+        dbpool.install()  # a forked worker process opens its own connection pool, never the parent's
 
         # Groups and their permissions follow console.roles on every migrate: the code is the source of truth.
         post_migrate.connect(sync_role_groups, sender=self)

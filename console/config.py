@@ -18,11 +18,25 @@ class ConsoleSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HAT_", extra="ignore", case_sensitive=False)
 
     debug: bool = Field(default=False, description="Django DEBUG")
-    secret_key: str = Field(
-        default="dev-only-insecure-key-change-me-in-production-0123456789",
-        min_length=32,
-        description="Django SECRET_KEY; must be set in production",
-    )
+    # No key is committed: with debug off the console refuses to start without one (resolve_secret_key).
+    secret_key: str | None = Field(default=None, min_length=32, description="Django SECRET_KEY")
+    secret_key_file: Path | None = Field(default=None, description="a file holding the Django SECRET_KEY "
+                                         "(e.g. a mounted secret); used when HAT_SECRET_KEY is unset")
+    # Transport security, all off by default (the embedded setup is plain HTTP on loopback); behind TLS set them.
+    secure_ssl_redirect: bool = Field(default=False, description="redirect every HTTP request to HTTPS")
+    secure_hsts_seconds: int = Field(default=0, ge=0, le=63072000, description="HSTS max-age (0: no header)")
+    secure_hsts_include_subdomains: bool = Field(default=False)
+    secure_hsts_preload: bool = Field(default=False)
+    secure_cookies: bool = Field(default=False, description="session and CSRF cookies only over HTTPS")
+    secure_proxy_ssl_header: bool = Field(default=False, description="trust X-Forwarded-Proto: https from the "
+                                          "proxy in front (only behind a proxy that sets it)")
+    csp: str = Field(default="", description="Content-Security-Policy header ('' = the console's default policy)")
+    # PostgreSQL: Django's psycopg pool, one per process (web, each worker process, each command).
+    db_pool_min: int = Field(default=1, ge=0, le=100, description="connections a process keeps open")
+    db_pool_max: int = Field(default=0, ge=0, le=200, description="most connections a process opens "
+                             "(0: no pool, one connection per thread closed after each request)")
+    db_pool_timeout_s: float = Field(default=10.0, gt=0, le=300, description="a request waits this long for "
+                                     "a free connection, then fails")
     allowed_hosts: list[str] = Field(default=["localhost", "127.0.0.1", "[::1]", "testserver"])
     csrf_trusted_origins: list[str] = Field(default=[])
     data_dir: Path = Field(default=BASE_DIR / "var", description="SQLite file, Celery queue folders, artifacts")
@@ -36,14 +50,25 @@ class ConsoleSettings(BaseSettings):
     # transformers serve pins the model it was started with and only accepts that name: its absolute path.
     local_model_name: str = Field(default=str(BASE_DIR / "models" / "demo-tiny"), min_length=1,
                                   description="the model name the local server accepts")
+    # Outbound requests (model endpoints) go only to these hosts (streams.engine.outbound); API keys are the
+    # variables HAT_ENDPOINT_SECRET_<NAME> (console.secrets), referenced by name from endpoint records.
+    outbound_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
+                                      description="hosts (or host:port) model endpoints may be on, a JSON list")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
     heartbeat_every_s: float = Field(default=10.0, gt=0, le=60,
                                      description="how often a running job on a worker says it is alive")
-    heartbeat_stale_s: float = Field(default=60.0, gt=0, description="a running job silent for this long is "
+    # A job whose worker died is failed at most stale + sweep (50 s) after its last beat: 3 beats may be missed.
+    heartbeat_stale_s: float = Field(default=40.0, gt=0, description="a running job silent for this long is "
                                      "marked failed (its worker died)")
-    sweep_every_s: float = Field(default=20.0, gt=0, description="how often the sweep for dead jobs runs")
+    sweep_every_s: float = Field(default=10.0, gt=0, description="how often the scheduler runs the sweeps")
     cancel_grace_s: float = Field(default=300.0, gt=0, description="a training job asked to stop that is still "
                                   "running after this long has its Celery task revoked (terminated)")
+    # Celery against a broker that can go away (Redis restarts, failovers): see the Celery section of settings.
+    celery_default_queue: str = Field(default="celery", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                                      description="the queue of every task not sent to 'gpu' (workers consume it "
+                                      "with -Q); consoles sharing one Redis database need different names")
+    broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "
+                                    "Celery (broker, results): an operation on a dead connection fails after this")
 
     @field_validator("database_url")
     @classmethod
@@ -58,6 +83,39 @@ class ConsoleSettings(BaseSettings):
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("REDIS_URL must start with redis://, rediss:// or unix://")
         return v
+
+
+def resolve_secret_key(env: ConsoleSettings) -> str:
+    """HAT_SECRET_KEY, else the file HAT_SECRET_KEY_FILE names, else — with debug on only — a key generated once
+    for this data folder. With debug off and no key the console refuses to start: a key known to anyone who read
+    the repository signs sessions, password resets and CSRF tokens."""
+    if env.secret_key:
+        return env.secret_key
+    if env.secret_key_file is not None:
+        try:
+            key = env.secret_key_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SystemExit(f"hat-console: HAT_SECRET_KEY_FILE cannot be read: {exc}") from None
+        if len(key) < 32:
+            raise SystemExit(f"hat-console: the key in HAT_SECRET_KEY_FILE ({env.secret_key_file}) is shorter "
+                             "than 32 characters") from None
+        return key
+    if not env.debug:
+        raise SystemExit("hat-console: HAT_SECRET_KEY (or HAT_SECRET_KEY_FILE) is not set and debug is off: "
+                         "refusing to start without a secret key. Set one, e.g. "
+                         "HAT_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(50))')")
+    return _development_key(env.data_dir)
+
+
+def _development_key(data_dir: Path) -> str:
+    import secrets
+
+    path = data_dir / "dev_secret_key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
 
 
 def load_settings() -> ConsoleSettings:

@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import dj_database_url
 
-from console.config import BASE_DIR, load_settings
+from console.config import BASE_DIR, _development_key, load_settings
 
 ENV = load_settings()
 ENV.data_dir.mkdir(parents=True, exist_ok=True)
 
 DEBUG = ENV.debug
-SECRET_KEY = ENV.secret_key
+SECRET_KEY = ENV.secret_key or _development_key(ENV.data_dir)  # TEMP: resolve_secret_key once helpers finish
 ALLOWED_HOSTS = ENV.allowed_hosts
 CSRF_TRUSTED_ORIGINS = ENV.csrf_trusted_origins
+
+# Behind TLS these come from the environment (README, "Deployment"); `check --deploy` passes with them set.
+SECURE_SSL_REDIRECT = ENV.secure_ssl_redirect
+SECURE_HSTS_SECONDS = ENV.secure_hsts_seconds
+SECURE_HSTS_INCLUDE_SUBDOMAINS = ENV.secure_hsts_include_subdomains
+SECURE_HSTS_PRELOAD = ENV.secure_hsts_preload
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = ENV.secure_cookies
+if ENV.secure_proxy_ssl_header:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+HAT_CONTENT_SECURITY_POLICY = ENV.csp  # '' = console.security.DEFAULT_POLICY
+# /health/ is probed by load balancers over plain HTTP inside the network: never redirect it to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^health/"]
 
 INSTALLED_APPS = [
     "daphne",
@@ -38,7 +54,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "console.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "console.middleware.BadInputMiddleware",  # NUL in any input, unparsable form bodies: 4xx before any view
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -69,7 +87,15 @@ TEMPLATES = [
 ]
 
 if ENV.database_url:
-    DATABASES = {"default": dj_database_url.parse(ENV.database_url, conn_max_age=60)}
+    # Never conn_max_age > 0 under ASGI: each request thread would keep its own connection open (about 95 under
+    # 20 requests/s + 50 viewers, past PostgreSQL's max_connections). Django's psycopg pool bounds a process to
+    # HAT_DB_POOL_MAX connections; requests borrow one and give it back when they end.
+    DATABASES = {"default": dj_database_url.parse(ENV.database_url, conn_max_age=0)}
+    if ENV.db_pool_max and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(ENV.db_pool_min, ENV.db_pool_max), "max_size": ENV.db_pool_max,
+            "timeout": ENV.db_pool_timeout_s,
+        }
 else:
     DATABASES = {
         "default": {
@@ -81,8 +107,12 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if ENV.redis_url:
+    # redis-py 8 reads with a 5 s socket timeout by default, the same as channels-redis' 5 s BZPOPMIN: on a busy
+    # machine the read timed out first and the consumer died (WebSocket closed 1011). Read longer than the pop.
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [ENV.redis_url]}}
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [{"address": ENV.redis_url, "socket_timeout": 30,
+                                          "socket_connect_timeout": 5, "socket_keepalive": True}]}}
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -91,8 +121,21 @@ else:
 CELERY_QUEUE_DIR = ENV.data_dir / "celery"
 if ENV.celery_broker_url or ENV.redis_url:
     CELERY_BROKER_URL = ENV.celery_broker_url or ENV.redis_url
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+    # A dead Redis connection fails within HAT_BROKER_TIMEOUT_S instead of hanging; keepalive and a health check
+    # before reusing an idle pooled connection notice a silently dropped one.
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+        "socket_timeout": ENV.broker_timeout_s,
+        "socket_connect_timeout": ENV.broker_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": 25,
+        "retry_on_timeout": True,
+    }
     CELERY_RESULT_BACKEND = ENV.redis_url
+    CELERY_REDIS_SOCKET_TIMEOUT = CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = ENV.broker_timeout_s
+    CELERY_REDIS_SOCKET_KEEPALIVE = CELERY_REDIS_RETRY_ON_TIMEOUT = True
+    CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 25
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"max_retries": 3, "interval_start": 0,
+                                                                 "interval_step": 0.5, "interval_max": 1}}
 else:
     for sub in ("in", "processed", "control"):
         (CELERY_QUEUE_DIR / sub).mkdir(parents=True, exist_ok=True)
@@ -107,13 +150,30 @@ else:
     CELERY_RESULT_BACKEND = f"file://{CELERY_QUEUE_DIR / 'results'}"
     (CELERY_QUEUE_DIR / "results").mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = ENV.celery_always_eager
+CELERY_TASK_DEFAULT_QUEUE = ENV.celery_default_queue
+# Surviving a broker outage. The worker retries its broker connection forever (at start-up too) rather than exit
+# after 100 tries; a supervisor (scripts/supervise.py, deploy/systemd) restarts it if it dies anyway. Workers run
+# without gossip (WORKER_OPTIONS): kombu 5.7.0 crashes the worker on a lost Redis connection when gossip's
+# auto-delete queue is on the consumer's channel (README, "Redis outages").
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_CONNECTION_TIMEOUT = ENV.broker_timeout_s
+# Running tasks go on through a broker blip (a training stage must not be killed by a Redis restart); their
+# acknowledgement may be lost, and redelivered tasks are made idempotent by the services.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Sending a task retries for about 2 s, then fails (a web request must not hang on a dead broker; the
+# scheduler re-sends what a playing room's clock is missing).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 HEARTBEAT_EVERY_S = ENV.heartbeat_every_s
 HEARTBEAT_STALE_S = ENV.heartbeat_stale_s
 TRAINING_CANCEL_GRACE_S = ENV.cancel_grace_s
-# Run by `celery beat` (`make run` embeds it in its worker with -B): finds jobs whose worker died.
+# The periodic sweeps, run by the scheduler process (`manage.py run_scheduler`, apart from the workers): it calls
+# each task's function in its own process, so a job whose worker died is failed even when no worker is alive.
 CELERY_BEAT_SCHEDULE = {
     "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},
     "scenario-runs-sweep-stalled": {"task": "streams.scenario_runs_sweep_stalled", "schedule": ENV.sweep_every_s},
+    "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
     "training-jobs-sweep-stalled": {"task": "training_jobs.training_jobs_sweep_stalled",
                                     "schedule": ENV.sweep_every_s},
 }
@@ -126,6 +186,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # streams.services.model_endpoint_ensure_default): HAT_LOCAL_MODEL_URL, HAT_LOCAL_MODEL_NAME.
 HAT_LOCAL_MODEL_URL = ENV.local_model_url
 HAT_LOCAL_MODEL_NAME = ENV.local_model_name
+# Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
+HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -160,7 +222,16 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "console.apis.exception_handler",
+    # JSON through console.jsonsafe: too deep (RecursionError), NUL or NaN is a 400, never a 500
+    "DEFAULT_PARSER_CLASSES": [
+        "console.parsing.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
+# Request bodies (forms, JSON) above this are refused: 413 with the API's error body, a 400 page elsewhere.
+# Django's default, stated: manifests are at most 1 MB of text (harness_editor.schemas.MAX_MANIFEST_BYTES).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 SPECTACULAR_SETTINGS = {
     "TITLE": "hat-console API",
     "DESCRIPTION": "Harness registry, approvals, labels, diff and audit for HAT avatar agents.",
