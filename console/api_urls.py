@@ -39,6 +39,7 @@ urlpatterns = [
     path("audit/", AuditListApi.as_view(), name="api-audit"),
     path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
     path("datasets/", training_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),
+    path("model-endpoints/", training_apis.ModelEndpointListApi.as_view(), name="api-model-endpoint-list"),
     path("datasets/<uuid:dataset_id>/", training_apis.DatasetDetailApi.as_view(), name="api-dataset-detail"),
     path("datasets/<uuid:dataset_id>/cancel", training_apis.DatasetCancelApi.as_view(), name="api-dataset-cancel"),
     path("datasets/<uuid:dataset_id>/samples/", training_apis.DatasetSampleListApi.as_view(),

@@ -1,8 +1,12 @@
 """Admin for the catalog and the scenario library. Scenarios are imported through the console (validated,
-audited), so their text is read-only here."""
+audited), so their text is read-only here. Model endpoints are administrators' records (superusers only): the
+URL passes the outbound check, the API key is a secret picked by name."""
 
+from django import forms
+from django.conf import settings
 from django.contrib import admin
 
+from console import secrets
 from streams.models import CampaignEvent, Coupon, LiveRoom, ModelEndpoint, PreviewRoom, Product, Scenario
 
 
@@ -64,10 +68,54 @@ class ScenarioAdmin(admin.ModelAdmin):
         return False  # import through the console: validated and audited
 
 
+class ModelEndpointForm(forms.ModelForm):
+    """The API key is picked from the administrators' secrets by name (``HAT_ENDPOINT_SECRET_<NAME>`` on this
+    host); the URL must pass the outbound check (``ModelEndpoint.clean``)."""
+
+    api_key_secret = forms.ChoiceField(required=False, label="API key secret",
+                                       help_text="the secret sent as the Bearer token: an environment variable "
+                                                 f"{secrets.PREFIX}<NAME> of the web and worker hosts")
+
+    class Meta:
+        model = ModelEndpoint
+        fields = ("name", "kind", "base_url", "model", "api_key_secret", "timeout_s", "connect_timeout_s",
+                  "is_default")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = secrets.secret_names()
+        current = self.instance.api_key_secret if self.instance and self.instance.pk else ""
+        choices = [("", "— none —")] + [(n, n) for n in names]
+        if current and current not in names:  # still shown, so the form says it is missing instead of hiding it
+            choices.append((current, f"{current} (not set on this host)"))
+        self.fields["api_key_secret"].choices = choices
+        self.fields["base_url"].help_text = (f"http(s) on a host of HAT_OUTBOUND_HOSTS "
+                                             f"({', '.join(settings.HAT_OUTBOUND_HOSTS)}), e.g. "
+                                             "http://127.0.0.1:8001/v1")
+
+
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "model", "base_url", "is_default", "timeout_s")
+    """Administrators (superusers) only: an endpoint is where the workers send requests, with which secret."""
+
+    form = ModelEndpointForm
+    list_display = ("name", "kind", "model", "base_url", "api_key_secret", "is_default", "timeout_s")
     search_fields = ("name", "model", "base_url")
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
 
 
 @admin.register(PreviewRoom)

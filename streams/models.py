@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
@@ -164,12 +165,67 @@ class ModelEndpoint(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.model})"
 
-    def as_config(self):
-        """The engine's :class:`streams.engine.client.ModelEndpoint` (plain, no ORM)."""
-        from streams.engine.client import ModelEndpoint as EndpointConfig
+    # --- the outbound check (streams.engine.outbound) and the secret (console.secrets) -----------------------
+    # An endpoint is checked when an administrator saves it (clean: the admin form), when someone picks it
+    # (check: datasets, preview rooms, scenario runs) and when it is called (as_config, on the worker), so a row
+    # edited behind the form's back is refused at use with a clear error.
 
+    @staticmethod
+    def check_url(url: str) -> str:
+        """``url`` when outbound requests may go there (http(s), no credentials, a host on HAT_OUTBOUND_HOSTS);
+        else :class:`streams.engine.outbound.OutboundRefused`."""
+        from streams.engine.outbound import check_url
+
+        return check_url(url, settings.HAT_OUTBOUND_HOSTS)
+
+    def check(self) -> None:
+        """OutboundRefused (naming this endpoint) when it may not be used: its URL, or a secret name outside
+        the administrators' set. Reads no secret value."""
+        from console import secrets
+        from streams.engine.outbound import OutboundRefused
+
+        try:
+            self.check_url(self.base_url)
+        except OutboundRefused as exc:
+            raise OutboundRefused(f"model endpoint {self.name!r} is refused: {exc}") from None
+        if self.api_key_secret and not secrets.valid_name(self.api_key_secret):
+            raise OutboundRefused(f"model endpoint {self.name!r} is refused: its secret name is not valid")
+
+    def clean(self) -> None:
+        from console import secrets
+        from streams.engine.outbound import OutboundRefused
+
+        super().clean()
+        errors: dict[str, str] = {}
+        try:
+            self.check_url(self.base_url or "")
+        except OutboundRefused as exc:
+            errors["base_url"] = str(exc)
+        if self.api_key_secret and self.api_key_secret not in secrets.secret_names():
+            errors["api_key_secret"] = (f"no secret {self.api_key_secret!r} is set on this host: set "
+                                        f"{secrets.PREFIX}<NAME> in the environment of the web and worker hosts")
+        if errors:
+            raise ValidationError(errors)
+
+    def as_config(self):
+        """The engine's :class:`streams.engine.client.ModelEndpoint` (plain, no ORM), with the API key read from
+        the named secret now. Call it where the request is made (the worker), never to show or store: the
+        config holds the key (it is left out of its repr and dumps). OutboundRefused when the endpoint may not
+        be used or its secret is not set here."""
+        from console import secrets
+        from streams.engine.client import ModelEndpoint as EndpointConfig
+        from streams.engine.outbound import OutboundRefused
+
+        self.check()
+        api_key = ""
+        if self.api_key_secret:
+            try:
+                api_key = secrets.secret_value(self.api_key_secret)
+            except secrets.SecretMissing:  # the message reaches non-administrators: no secret name in it
+                raise OutboundRefused(f"model endpoint {self.name!r} cannot be used: the secret holding its API key "
+                                      "is not set on this host (ask an administrator)") from None
         return EndpointConfig(base_url=self.base_url, model=self.model, kind=self.kind, timeout_s=self.timeout_s,
-                              connect_timeout_s=self.connect_timeout_s)
+                              connect_timeout_s=self.connect_timeout_s, api_key=api_key)
 
 
 class PreviewRoom(models.Model):

@@ -27,6 +27,7 @@ from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from streams import selectors
 from streams.events import TRACE, EventBatcher, publish_on_commit
+from streams.engine.outbound import OutboundRefused
 from streams.models import Coupon, LiveRoom, ModelEndpoint, PreviewEvent, PreviewRoom, Product, Scenario
 from streams.scenarios import (
     Room,
@@ -169,6 +170,16 @@ def scenarios_seed_demo() -> list[Scenario]:
 # --- model endpoints ----------------------------------------------------------------------------------
 
 DEFAULT_ENDPOINT_NAME = "local"
+
+
+def _check_endpoint(endpoint: ModelEndpoint) -> None:
+    """A room or run may only be opened on an endpoint the outbound check lets through (located at
+    ``endpoint``); it is checked again each time a turn calls it."""
+    try:
+        endpoint.check()
+    except OutboundRefused as exc:
+        raise ValidationFailed(str(exc), errors=[
+            {"path": "endpoint", "message": str(exc)}]) from None
 
 
 def model_endpoint_ensure_default() -> ModelEndpoint:
@@ -333,6 +344,7 @@ def _preview_create(*, user, version, scenario: Scenario | None, endpoint: Model
     room and the turns answering the comments due at the first minute."""
     _require_preview(user)
     endpoint = endpoint or ModelEndpoint.objects.filter(is_default=True).first() or model_endpoint_ensure_default()
+    _check_endpoint(endpoint)
     if seed is None:
         seed = scenario.parsed().seed if scenario is not None else 0
     room_dict, minute, applied, due = _initial_room(scenario, int(seed))
@@ -590,7 +602,10 @@ def _tick_enqueue(room_id, token: str, countdown: float = 0.0) -> None:
         # an eager "worker" would run the whole chain (ticks, turns, nudges) recursively inside this call,
         # ignoring the countdowns: the clock plays only with a real worker (the embedded default has one)
         return
-    transaction.on_commit(lambda: preview_clock_tick.apply_async((room_id, token), countdown=countdown))
+    # robust: a tick that cannot be sent (the broker is down) must not fail what was committed; the scheduler's
+    # preview_play_sweep_stalled sends the room's current tick again once the broker is back
+    transaction.on_commit(lambda: preview_clock_tick.apply_async((room_id, token), countdown=countdown),
+                          robust=True)
 
 
 def _play_speed(speed: Any) -> float:
@@ -796,6 +811,28 @@ def preview_play_nudge(*, room_id) -> bool:
     return True
 
 
+STALLED_TICK_S = TICK_MAX_S + 10.0  # a playing clock that has not ticked for this long lost its tick
+
+
+def preview_play_sweep_stalled(*, now=None) -> list[str]:
+    """Send the current tick again for the playing rooms whose clock is overdue. A tick is lost with the broker:
+    sent while Redis was down, or held by a worker (a countdown) when its connection dropped, where Redis would
+    only redeliver it after its visibility timeout (an hour). A duplicate is harmless: only the tick carrying the
+    room's current token acts. Returns the rooms' ids. Run by the periodic task
+    ``streams.preview_play_sweep_stalled``."""
+    from datetime import timedelta
+
+    limit = (now or timezone.now()) - timedelta(seconds=STALLED_TICK_S)
+    stalled = list(PreviewRoom.objects.filter(status=PreviewRoom.Status.OPEN, playing=True, paused=False,
+                                              clock_ticked_at__lt=limit)
+                   .exclude(tick_token="").values_list("pk", "tick_token"))
+    for room_id, token in stalled:
+        _tick_enqueue(room_id, token)
+    if stalled:
+        logger.warning("re-sent the lost clock tick of %d playing room(s)", len(stalled))
+    return [str(pk) for pk, _ in stalled]
+
+
 def scenario_run_start(*, user, version, scenario: Scenario, endpoint: ModelEndpoint | None = None,
                        seed: int | None = None, play: bool = True) -> PreviewRoom:
     """Queue a scenario run: a room of kind "run" that plays ``scenario`` on ``version`` against ``endpoint``
@@ -928,6 +965,12 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
             "minute": room.scenario_minute, "faults": {k: f.kind for k, f in faults.items()},
             "comments": len(comments), "history_messages": len(history),
             "room": before})  # the state the turn started from: with its events, the turn replays alone
+    try:  # checked again where it is called (a row edited since the room opened); the key is read here
+        config = room.endpoint.as_config()
+    except OutboundRefused as exc:
+        preview_event_append(room_id=room.pk, type="turn_failed", turn_id=turn_id,
+                             payload={"message": f"{type(exc).__name__}: {exc}"[:1000]})
+        return None
 
     # Every engine event is stored as emitted, in order, but a few per transaction and published message
     # (streams.events.EventBatcher): what a viewer waits for goes at once (the request to the model, the first
@@ -946,7 +989,7 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
         if event.type == "timings":  # the engine's last event
             batcher.close()
 
-    client = OpenAIChatClient(room.endpoint.as_config())
+    client = OpenAIChatClient(config)
     try:
         result = run_turn(manifest=version.manifest, room=work, comments=comments, history=history,
                           backend=client, emit=emit, faults=faults, turn_id=turn_id)

@@ -37,7 +37,9 @@ def _dataset(dataset_id) -> Dataset:
 @extend_schema_field({"type": "object", "additionalProperties": True,
                       "description": "an HSA recipe (training_jobs.hsa.dataset.Recipe): name, seed, "
                                      "variants_per_sample, operators [{name, probability, settings}], names, "
-                                     "harness_pool_size, progress_every"})
+                                     "harness_pool_size, progress_every, label_mode ('mechanical' or "
+                                     "'regenerate'), teacher and judge (names of model endpoints, "
+                                     "GET /api/model-endpoints/; never a URL or a key), regenerate"})
 class RecipeField(serializers.JSONField):
     pass
 
@@ -126,6 +128,30 @@ class DatasetDetailApi(ApiView):
                                                                            **ERRORS_READ})
     def get(self, request, dataset_id):
         return Response(DatasetOutputSerializer(_dataset(dataset_id)).data)
+
+
+class ModelEndpointOutputSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="what a recipe's teacher / judge names")
+    model = serializers.CharField()
+    kind = serializers.CharField()
+    base_url = serializers.CharField()
+    is_default = serializers.BooleanField()
+    usable = serializers.BooleanField(help_text="passes the outbound check (HAT_OUTBOUND_HOSTS) now")
+
+    class Meta:
+        ref_name = "ModelEndpoint"
+
+
+class ModelEndpointListApi(ApiView):
+    """The model endpoints administrators created, by name: what a recipe's teacher and judge may name. Their
+    secrets (names and values) are never shown here."""
+
+    required_perms = {"GET": roles.VIEW_DATASETS}
+
+    @extend_schema(tags=[TAG], operation_id="model_endpoint_list",
+                   responses={200: ModelEndpointOutputSerializer(many=True), **ERRORS_READ})
+    def get(self, request):
+        return Response(ModelEndpointOutputSerializer(selectors.model_endpoints(), many=True).data)
 
 
 class DatasetCancelApi(ApiView):

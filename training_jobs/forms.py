@@ -4,7 +4,9 @@ pool size), the samples it starts from, and what to build (HSA, the fixed-harnes
 The form only turns inputs into the JSON a recipe and a source selection are (:meth:`RecipeForm.request`);
 :func:`training_jobs.services.validate_build` owns every rule, and its located errors come back onto the fields
 (:meth:`RecipeForm.add_located_errors`: ``recipe.operators[3].probability`` → that operator's probability box).
-An optional recipe JSON box takes a whole recipe (operator settings too) instead of the fields.
+An optional recipe JSON box takes a whole recipe (operator settings too) instead of the fields. Labels by
+regeneration pick their teacher and judge from the model endpoints administrators created, by name: nobody types
+a URL or a key here.
 
 The launch form of a training job (:class:`TrainingJobForm`) follows the same pattern: its config boxes are made
 from ``SFTStageConfig``'s fields (type, default, description as help text).
@@ -26,6 +28,7 @@ from training_jobs.hsa.operators import OPERATORS
 from training_jobs.hsa.samples import DEMO_MANIFESTS
 from training_jobs.models import TrainingJob
 from training_jobs.schemas import demo_scenarios
+from streams.selectors import model_endpoint_list
 from training_jobs.selectors import recordable_rooms
 
 BUILD_CHOICES = [("both", "HSA dataset + fixed-harness baseline from the same samples"),
@@ -68,6 +71,14 @@ class RecipeForm(forms.Form):
         help_text="preview rooms and scenario runs under approved versions: each turn is replayed and kept only "
                   "when the reference policy agrees with it")
     max_samples = forms.IntegerField(required=False, help_text="keep at most this many samples (evenly spaced)")
+    # labels
+    label_mode = forms.ChoiceField(required=False, choices=[("mechanical", "mechanical (relabel the gold turn)"),
+                                            ("regenerate", "regenerate (a teacher re-answers, a judge keeps)")],
+                                   initial=_DEFAULT.label_mode, label="Labels")
+    teacher = forms.ChoiceField(required=False, label="Teacher endpoint",
+                                help_text="label_mode regenerate: a model endpoint an administrator created")
+    judge = forms.ChoiceField(required=False, label="Judge endpoint",
+                              help_text="optional: an LLM judge on top of the rule checks")
     recipe_json = forms.CharField(required=False, label="Recipe JSON (optional, replaces the recipe fields)",
                                   widget=forms.Textarea(attrs={"rows": 6, "class": "code"}))
 
@@ -78,6 +89,9 @@ class RecipeForm(forms.Form):
         self.fields["scenarios"].initial = scenario_ids
         self.fields["versions"].choices = _version_choices()
         self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms()]
+        endpoints = [(e.name, f"{e.name} · {e.model}") for e in model_endpoint_list()]
+        self.fields["teacher"].choices = [("", "— none —")] + endpoints
+        self.fields["judge"].choices = [("", "— none —")] + endpoints
         for name, op in OPERATORS.items():
             self.fields[f"op_{name}"] = forms.BooleanField(required=False, initial=True, label=name)
             self.fields[f"p_{name}"] = forms.FloatField(required=False, initial=_DEFAULT_P[name],
@@ -85,6 +99,9 @@ class RecipeForm(forms.Form):
 
     def recipe_fields(self) -> list[forms.BoundField]:
         return [self[n] for n in ("name", "build", "seed", "variants_per_sample", "names", "harness_pool_size")]
+
+    def label_fields(self) -> list[forms.BoundField]:
+        return [self[n] for n in ("label_mode", "teacher", "judge")]
 
     def source_fields(self) -> list[forms.BoundField]:
         return [self[n] for n in ("scenarios", "demo_manifests", "versions", "tiny_gold", "tiny_gold_seed",
@@ -114,7 +131,11 @@ class RecipeForm(forms.Form):
                     p = d.get(f"p_{name}")
                     operators.append({"name": name, "probability": _DEFAULT_P[name] if p is None else p})
             recipe = {"name": d["name"], "seed": d["seed"], "variants_per_sample": d["variants_per_sample"],
-                      "names": d["names"], "harness_pool_size": d["harness_pool_size"], "operators": operators}
+                      "names": d["names"], "harness_pool_size": d["harness_pool_size"], "operators": operators,
+                      "label_mode": d.get("label_mode") or "mechanical"}
+            for key in ("teacher", "judge"):
+                if d.get(key):
+                    recipe[key] = d[key]
         sources: dict[str, Any] = {"scenarios": d["scenarios"], "demo_manifests": d["demo_manifests"],
                                    "versions": d["versions"], "tiny_gold": d["tiny_gold"],
                                    "tiny_gold_seed": d["tiny_gold_seed"], "preview_rooms": d["preview_rooms"]}

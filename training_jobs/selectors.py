@@ -51,6 +51,45 @@ def dataset_stats_rows(dataset: Dataset) -> list[dict[str, Any]]:
     return [{"name": n, "probability": probs.get(n), **ops[n]} for n in names]
 
 
+def _endpoint_row(e) -> dict[str, Any]:
+    from streams.engine.outbound import OutboundRefused
+
+    try:
+        e.check()
+        usable = True
+    except OutboundRefused:
+        usable = False
+    # what staff may see of an endpoint: never its secret's name (administrators only), never a key
+    return {"name": e.name, "model": e.model, "kind": e.kind, "base_url": e.base_url, "is_default": e.is_default,
+            "usable": usable}
+
+
+def model_endpoints() -> list[dict[str, Any]]:
+    """The model endpoints administrators created, as a recipe's teacher / judge may name them."""
+    from streams.models import ModelEndpoint
+
+    return [_endpoint_row(e) for e in ModelEndpoint.objects.all()]
+
+
+def recipe_endpoints(recipe: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A stored recipe's teacher and judge for its page: ``{"role", "name", ...endpoint row}`` for a name
+    (``found`` False when the record is gone); an old recipe that wrote an endpoint out (before endpoints were
+    records) is read leniently as ``{"role", "legacy": True, "model", "base_url"}``."""
+    from streams.models import ModelEndpoint
+
+    out = []
+    for role in ("teacher", "judge"):
+        value = (recipe or {}).get(role) if isinstance(recipe, Mapping) else None
+        if isinstance(value, str):
+            record = ModelEndpoint.objects.filter(name=value).first()
+            out.append({"role": role, "name": value, "found": record is not None,
+                        **({k: v for k, v in _endpoint_row(record).items() if k != "name"} if record else {})})
+        elif isinstance(value, Mapping):
+            out.append({"role": role, "legacy": True, "model": str(value.get("model", "")),
+                        "base_url": str(value.get("base_url", ""))})
+    return out
+
+
 # --- the artifact ---------------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,9 @@
   callbacks (progress written to the row at most every :data:`PROGRESS_EVERY_S`), write the artifact into a
   temporary folder and move it under its final name only when complete, store the statistics; a failure is
   stored with its cause (exception type and message) and leaves no artifact behind.
+- a recipe's ``teacher`` / ``judge`` name model endpoint records (administrators create them): checked against
+  the outbound allow-list when the build is requested, and again on the worker (:func:`recipe_endpoints`), which
+  alone reads their API keys from the named secrets.
 
 :func:`build_artifact` is the Django-free part (samples → rows → folder), shared with
 ``manage.py build_hsa_dataset``.
@@ -108,12 +111,14 @@ def write_originals(samples: Sequence[Sample], out: Path) -> None:
 
 def build_artifact(samples: Sequence[Sample], out_dir: str | Path, *, kind: str, recipe: Recipe | None,
                    progress: Callable[[int, int], None] | None = None, cancel: Callable[[], bool] | None = None,
-                   on_stage: Callable[[str], None] | None = None, check_leaks: bool = True) -> BuildResult:
+                   on_stage: Callable[[str], None] | None = None, check_leaks: bool = True,
+                   endpoints: dict[str, Any] | None = None) -> BuildResult:
     """Build and write a dataset folder at ``out_dir`` (rows streamed to disk by
     :func:`training_jobs.hsa.dataset.build_to_disk`: memory stays flat). It is written next to ``out_dir`` under a
     temporary name and renamed when complete, so ``out_dir`` either is a whole dataset or does not exist (an
     existing folder there is replaced). A training split (names 'train') with a held-out name in it is refused
-    (ValueError). Raises BuildCancelled when ``cancel()`` says so."""
+    (ValueError). Raises BuildCancelled when ``cancel()`` says so. ``endpoints``: the recipe's teacher and
+    judge resolved by name (:func:`recipe_endpoints`), for ``label_mode='regenerate'``."""
     out = Path(out_dir)
     if not samples:
         raise ValueError("the selected sources gave no samples")
@@ -125,13 +130,18 @@ def build_artifact(samples: Sequence[Sample], out_dir: str | Path, *, kind: str,
     tmp = out.parent / f".tmp-{out.name}-{uuid.uuid4().hex[:8]}"
     try:
         result = build_to_disk(samples, None if fixed else _tuned(recipe, total), tmp, progress=progress,
-                               cancel=cancel, progress_every=_progress_every(500, total))
+                               cancel=cancel, progress_every=_progress_every(500, total),
+                               endpoints=None if fixed else endpoints)
         if not fixed:  # the recipe as written is what is saved beside the dataset
             result.recipe = recipe
             (tmp / "recipe.json").write_text(json.dumps(recipe.model_dump(mode="json"), indent=2,
                                                         ensure_ascii=False) + "\n", encoding="utf-8")
         if on_stage is not None:
             on_stage("checking and writing")
+        if result.stats.rows == 0:  # e.g. every teacher answer rejected: say why rather than store nothing
+            why = {**result.stats.drop_reasons, **result.stats.reject_reasons}
+            raise ValueError("no row was kept" + (f" ({', '.join(f'{k} {n}' for k, n in why.items())})" if why
+                                                  else ""))
         if check_leaks and (fixed or recipe.names == "train"):
             leaks = heldout_leaks(_read_rows(tmp / "dataset"))
             if leaks:
@@ -245,7 +255,45 @@ def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | No
         raise ValidationFailed("the dataset request is invalid", errors=errors)
     version_manifests(parsed_sources.versions)
     _check_rooms(parsed_sources.preview_rooms)
+    _recipe_endpoint_records(parsed_recipe)
     return parsed_recipe, parsed_sources
+
+
+def _recipe_endpoint_records(recipe: Recipe | None) -> dict[str, Any]:
+    """The model endpoint records a recipe's teacher and judge name, each passing the outbound check;
+    ValidationFailed located at ``recipe.teacher`` / ``recipe.judge`` otherwise. Reads no secret."""
+    from streams.engine.outbound import OutboundRefused
+    from streams.models import ModelEndpoint
+
+    records: dict[str, Any] = {}
+    errors: list[dict[str, str]] = []
+    for field in ("teacher", "judge"):
+        name = getattr(recipe, field, None) if recipe is not None else None
+        if name is None:
+            continue
+        record = ModelEndpoint.objects.filter(name=name).first()
+        if record is None:
+            errors.append({"path": f"recipe.{field}", "message": f"no model endpoint is named {name!r}: pick one "
+                                                                 "an administrator created"})
+            continue
+        try:
+            record.check()
+        except OutboundRefused as exc:
+            errors.append({"path": f"recipe.{field}", "message": str(exc)})
+            continue
+        records[name] = record
+    if errors:
+        raise ValidationFailed("the dataset request is invalid", errors=errors)
+    return records
+
+
+def recipe_endpoints(recipe: Recipe | None) -> dict[str, Any]:
+    """The engine endpoints (``streams.engine.client.ModelEndpoint``, API keys read from their secrets here)
+    that a regenerate-mode recipe names, for the build about to call them: on the worker, at call time.
+    ValidationFailed when a record is gone or refused, OutboundRefused when its secret is not set here."""
+    if recipe is None or recipe.label_mode != "regenerate":
+        return {}
+    return {name: record.as_config() for name, record in _recipe_endpoint_records(recipe).items()}
 
 
 def _enqueue(dataset_id) -> None:
@@ -371,8 +419,9 @@ def _build(locked: Dataset, callbacks: _Throttled, out: Path) -> Dataset:
                                                     stage="building rows")
         if Dataset.objects.filter(pk=locked.pk, cancel_requested=True).exists():
             raise BuildCancelled(0, total)
+        endpoints = recipe_endpoints(recipe)  # here, on the worker: checked again, keys read now
         result = build_artifact(samples, out, kind=locked.kind, recipe=recipe, progress=callbacks.progress,
-                                cancel=callbacks.cancel, on_stage=callbacks.stage)
+                                cancel=callbacks.cancel, on_stage=callbacks.stage, endpoints=endpoints)
     except BuildCancelled as exc:
         return _finish(locked.pk, status=Status.CANCELLED, error="", progress_done=exc.done)
     except Exception as exc:  # stored with its cause; the task itself succeeds
@@ -877,6 +926,11 @@ def model_serve_run(*, model_id) -> TrainedModel:
     log.parent.mkdir(parents=True, exist_ok=True)
     server = start_local_server(model.directory, ready_timeout=180, log_path=log,
                                 threads=int(os.environ.get("HAT_SERVE_THREADS", "1")))
+    try:  # a loopback server: registered only when the outbound allow-list lets the console call it
+        ModelEndpoint.check_url(server.openai_base_url)
+    except ValueError:
+        server.stop()
+        raise
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=f"model-{str(model.pk)[:8]}", defaults={"base_url": server.openai_base_url, "model": server.model,
                                                       "kind": ModelEndpoint.Kind.LOCAL, "timeout_s": 120})

@@ -82,6 +82,7 @@ def _detail_page(request: HttpRequest, dataset: Dataset, *, error=None, status: 
         "dataset": dataset, "error": error, "poll_s": POLL_S,
         "stats_rows": selectors.dataset_stats_rows(dataset),
         "recipe_json": json.dumps(dataset.recipe, indent=2),
+        "recipe_endpoints": selectors.recipe_endpoints(dataset.recipe) if dataset.kind == Dataset.Kind.HSA else [],
         "sources_json": json.dumps(dataset.sources, indent=2),
         "baselines": list(dataset.baselines.all()),
         "can_build": request.user.has_perm(roles.BUILD_DATASET),

@@ -9,6 +9,7 @@ replay all call :func:`run_turn`. Modules:
 - :mod:`~streams.engine.hooks` — one pure function per manifest hook kind
 - :mod:`~streams.engine.toolcalls` — native and Hermes text tool calls, ``<think>`` stripping
 - :mod:`~streams.engine.faults` — ``ToolFault`` and how a fault wraps a binding call
+- :mod:`~streams.engine.outbound` — ``check_url``, ``OutboundRefused``: the one check of every outbound target
 
 Names are re-exported lazily, so ``import streams.engine.faults`` stays light.
 """
@@ -32,6 +33,8 @@ _EXPORTS = {
     "event_adapter": "events",
     "events_adapter": "events",
     "ToolFault": "faults",
+    "check_url": "outbound",
+    "OutboundRefused": "outbound",
 }
 
 __all__ = sorted(_EXPORTS)

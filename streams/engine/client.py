@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streams.engine.outbound import check_url
 
 ModelErrorKind = Literal["timeout", "deadline", "connect", "http", "protocol", "replay"]
 
@@ -47,12 +49,20 @@ class ModelEndpoint(BaseModel):
 
     base_url: str = Field(min_length=1)  # e.g. http://127.0.0.1:8001/v1
     model: str = Field(min_length=1)
-    api_key: str = ""
+    # Read from an administrator's secret where the request is made; never in a repr, a dump or a log.
+    api_key: str = Field("", repr=False, exclude=True)
     timeout_s: float = Field(default=60.0, gt=0, le=3600)  # total deadline per request
     connect_timeout_s: float = Field(default=5.0, gt=0, le=600)
     read_timeout_s: float | None = Field(default=None, gt=0, le=3600)  # idle gap between chunks; default timeout_s
     kind: Literal["vllm", "local", "openai"] = "local"
     extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_only(cls, url: str) -> str:
+        # the form of the URL only (http(s), no credentials); the console also checks its host against
+        # HAT_OUTBOUND_HOSTS (streams.models.ModelEndpoint.as_config)
+        return check_url(url, None)
 
 
 class ModelError(Exception):

@@ -2,7 +2,7 @@
 exercise the real client (httpx, SSE parsing, timeouts, HTTP errors) without a model.
 
 Queue responses with :meth:`ScriptedEndpoint.add`; each request to ``POST /v1/chat/completions`` takes the
-next one. Every request body is recorded in ``requests``.
+next one. Every request body is recorded in ``requests``, its headers in ``headers``.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ class ScriptedEndpoint:
     def __init__(self) -> None:
         self.queue: deque[Scripted] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.stop = threading.Event()
         endpoint = self
 
@@ -116,6 +117,7 @@ class ScriptedEndpoint:
                 except ValueError:
                     body = {"_raw": raw.decode("utf-8", "replace")}
                 body["_path"] = self.path
+                endpoint.headers.append({k.lower(): v for k, v in self.headers.items()})
                 endpoint.requests.append(body)
                 try:
                     s = endpoint.queue.popleft()

@@ -11,13 +11,14 @@ import copy
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from streams.engine.client import ModelEndpoint
 from streams.engine.turn import ScriptedBackend
 from streams.reference_policy import GoldComment, call_tool, gold_trajectory
 from tests.streams.scripted_endpoint import ScriptedEndpoint, free_port, http_error, reply
 from training_jobs.hsa.dataset import OperatorSpec, Recipe, build, build_to_disk
-from training_jobs.hsa.regenerate import EndpointSpec, Regenerator, RegenerateSettings, parse_verdict
+from training_jobs.hsa.regenerate import Regenerator, RegenerateSettings, parse_verdict
 from training_jobs.hsa.samples import from_gold_trajectory
 from training_jobs.tiny_model.gold import load_demo_room, load_tiny_manifest
 
@@ -87,7 +88,7 @@ def test_extra_tools_and_wrong_skill_are_rejected(price):
 
 
 def test_a_teacher_that_is_down_rejects_never_crashes(price):
-    down = EndpointSpec(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", timeout_s=2, connect_timeout_s=0.5)
+    down = ModelEndpoint(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", timeout_s=2, connect_timeout_s=0.5)
     with Regenerator(down) as regen:
         j = regen.regenerate(price.manifest, price)
     assert j.reasons == ["teacher_model_error"] and "connect" in j.detail[0]
@@ -150,22 +151,41 @@ def test_parse_verdict():
 # --- in the builder ---------------------------------------------------------------------------------------------------
 
 
-def test_recipe_needs_a_teacher_for_regeneration_and_stores_no_secret(monkeypatch):
+def test_recipe_names_its_teacher_and_judge_never_writes_them_out():
     with pytest.raises(ValueError):
         Recipe(label_mode="regenerate")
-    monkeypatch.setenv("TEACHER_KEY", "sk-secret")
-    spec = EndpointSpec(base_url="http://x/v1", model="m", api_key_env="TEACHER_KEY")
-    r = Recipe(label_mode="regenerate", teacher=spec)
-    assert "sk-secret" not in r.model_dump_json() and spec.endpoint().api_key == "sk-secret"
+    r = Recipe(label_mode="regenerate", teacher=" teacher-1 ", judge="judge")
+    assert (r.teacher, r.judge) == ("teacher-1", "judge")
     assert Recipe.model_validate_json(r.model_dump_json()) == r
     assert Recipe().label_mode == "mechanical"
+    # the old form (a URL and the name of an environment variable of the worker) is refused, located
+    for bad in ({"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "HAT_SECRET_KEY"},
+                "http://127.0.0.1:9/v1", "", "x" * 65, 7):
+        with pytest.raises(ValidationError) as info:
+            Recipe.model_validate({"label_mode": "regenerate", "teacher": "ok", "judge": bad})
+        assert [e["loc"] for e in info.value.errors()] == [("judge",)], info.value.errors()
+
+
+def test_engine_endpoint_never_shows_its_key_and_speaks_http_only():
+    ep = ModelEndpoint(base_url="http://127.0.0.1:9/v1", model="m", api_key="sk-secret")
+    assert "sk-secret" not in repr(ep) and "sk-secret" not in ep.model_dump_json()
+    assert "api_key" not in ep.model_dump()
+    for url in ("file:///etc/passwd", "gopher://127.0.0.1:70/", "http://user:pw@127.0.0.1/v1", "127.0.0.1:8011/v1"):
+        with pytest.raises(ValidationError):
+            ModelEndpoint(base_url=url, model="m")
+
+
+def test_a_regenerate_build_needs_its_endpoints_resolved(price):
+    recipe = Recipe(variants_per_sample=1, operators=[], label_mode="regenerate", teacher="nowhere")
+    with pytest.raises(ValueError, match="recipe.teacher"):
+        build([price], recipe)
 
 
 def test_build_in_regenerate_mode_counts_kept_and_rejected(price, judge_endpoint, tmp_path):
     samples = [price, _sample("how much is #101?", "price", 101, "price-101")]
     judge_endpoint.add(reply('{"pass": true}'), reply("no idea"))
     recipe = Recipe(seed=2, variants_per_sample=1, harness_pool_size=0, operators=[], label_mode="regenerate",
-                    teacher=EndpointSpec(base_url="http://unused/v1", model="m"))
+                    teacher="unused")
     seen = []
     with Regenerator(teacher(), _judge(judge_endpoint)) as regen:  # the script answers #102 for both
         result = build(samples, recipe, regenerator=regen, progress=lambda d, t: seen.append(d))
@@ -182,9 +202,9 @@ def test_build_in_regenerate_mode_counts_kept_and_rejected(price, judge_endpoint
 
 def test_teacher_down_in_a_build_rejects_every_row(price, tmp_path):
     recipe = Recipe(variants_per_sample=2, harness_pool_size=0, operators=[], label_mode="regenerate",
-                    teacher=EndpointSpec(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", timeout_s=2,
-                                         connect_timeout_s=0.5))
-    result = build_to_disk([price], recipe, tmp_path / "regen")
+                    teacher="down")
+    down = ModelEndpoint(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", timeout_s=2, connect_timeout_s=0.5)
+    result = build_to_disk([price], recipe, tmp_path / "regen", endpoints={"down": down})
     assert (result.stats.rows, result.stats.rejected) == (0, 2)
     assert result.stats.reject_reasons == {"teacher_model_error": 2}
     stats = json.loads((tmp_path / "regen" / "stats.json").read_text())
@@ -196,7 +216,7 @@ def test_teacher_down_in_a_build_rejects_every_row(price, tmp_path):
 
 @pytest.fixture(scope="module")
 def local_teacher(local_model_server):
-    return EndpointSpec(base_url=local_model_server.openai_base_url, model=local_model_server.model, timeout_s=60)
+    return ModelEndpoint(base_url=local_model_server.openai_base_url, model=local_model_server.model, timeout_s=60)
 
 
 def test_real_tiny_model_regenerates_on_its_own_harness(local_teacher):
@@ -206,8 +226,8 @@ def test_real_tiny_model_regenerates_on_its_own_harness(local_teacher):
     samples = [_sample("how much is #102?", "price", 102, "p102"), _sample("how many #101 left?", "stock", 101, "s101"),
                _sample("so how long is shipping?", "shipping", None, "ship")]
     recipe = Recipe(seed=0, variants_per_sample=1, harness_pool_size=0, operators=[], label_mode="regenerate",
-                    teacher=local_teacher)
-    result = build(samples, recipe)
+                    teacher="tiny")
+    result = build(samples, recipe, endpoints={"tiny": local_teacher})
     s = result.stats
     assert s.rows + s.rejected == 3 and s.regenerated == s.rows
     assert s.rows >= 1, s.reject_examples
@@ -230,8 +250,8 @@ def test_real_tiny_model_under_augmented_harnesses_is_judged_not_trusted(local_t
     samples = [_sample("how much is #102?", "price", 102, "p102")]
     ops = ["change_prompt_layout", "rename_tools", "switch_id_types"]
     recipe = Recipe(seed=1, variants_per_sample=2, harness_pool_size=0, label_mode="regenerate",
-                    teacher=local_teacher, operators=[OperatorSpec(name=n, probability=1.0) for n in ops])
-    result = build(samples, recipe)
+                    teacher="tiny", operators=[OperatorSpec(name=n, probability=1.0) for n in ops])
+    result = build(samples, recipe, endpoints={"tiny": local_teacher})
     s = result.stats
     assert s.rows + s.rejected == 2 and sum(s.reject_reasons.values()) >= s.rejected
     for row in result.rows:

@@ -24,7 +24,8 @@ by the rows that pick it; ``0`` draws a fresh variant for every row.
 Labels: ``Recipe.label_mode='mechanical'`` (default) relabels the gold turn as above; ``'regenerate'`` has a
 teacher endpoint re-answer each row under its augmented harness through the turn engine and keeps only answers
 the judge passes (:mod:`training_jobs.hsa.regenerate`; statistics: ``regenerated``, ``rejected``,
-``reject_reasons``). Writing: :func:`write_dataset` stores a :class:`BuildResult`; :func:`build_to_disk` builds
+``reject_reasons``). The recipe names the teacher and the judge (model endpoint records administrators created);
+the caller resolves the names to endpoints (``endpoints={name: ModelEndpoint}``) or passes a ``regenerator``. Writing: :func:`write_dataset` stores a :class:`BuildResult`; :func:`build_to_disk` builds
 and writes in one pass (rows go to an Arrow file as they are made), so memory stays flat for any size;
 :func:`iter_build` / :func:`iter_fixed_harness` yield rows one at a time for other writers.
 """
@@ -36,13 +37,13 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness_editor.render import estimate_tokens, render_comments, render_system_text, render_tools, room_lines
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
@@ -56,7 +57,8 @@ from training_jobs.hsa.operators import (
     relabel_target,
     validate_state,
 )
-from training_jobs.hsa.regenerate import EndpointSpec, LabelMode, Regenerator, RegenerateSettings
+from streams.engine.client import ModelEndpoint
+from training_jobs.hsa.regenerate import LabelMode, Regenerator, RegenerateSettings
 from training_jobs.hsa.relabel import IDENTITY, RenameMap
 from training_jobs.hsa.samples import Retry, Sample, target_json, target_messages, target_problems
 
@@ -104,6 +106,28 @@ def default_operators(probability: float = 0.5) -> list[OperatorSpec]:
     return [OperatorSpec(name=n, probability=special.get(n, probability)) for n in OPERATORS]
 
 
+ENDPOINT_NAME_MAX = 64  # streams.models.ModelEndpoint.name
+
+
+def endpoint_name(value: Any) -> str | None:
+    """A recipe's teacher/judge: the name of a model endpoint record, or None. A URL, an API key or an environment
+    variable is never taken here (the old ``{"base_url", "api_key_env"}`` form is refused with this message):
+    administrators create endpoints and their secrets, everyone else picks one by name."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        raise ValueError("name a model endpoint an administrator created (e.g. \"local\"); an endpoint written "
+                         "out (base_url, api_key_env, ...) is not accepted")
+    if not isinstance(value, str):
+        raise ValueError("the name of a model endpoint (a string)")
+    name = value.strip()
+    if not name or len(name) > ENDPOINT_NAME_MAX or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"the name of a model endpoint: 1 to {ENDPOINT_NAME_MAX} printable characters")
+    if "://" in name:
+        raise ValueError("name a model endpoint an administrator created, not a URL")
+    return name
+
+
 class Recipe(BaseModel):
     """How an HSA dataset is made; saved beside the dataset as ``recipe.json``."""
 
@@ -125,17 +149,24 @@ class Recipe(BaseModel):
         "mechanical", description="How targets are kept right under an augmented harness: 'mechanical' (the "
         "rename map relabels the gold turn) or 'regenerate' (a teacher endpoint re-answers through the turn "
         "engine and a judge keeps only answers that pass; see training_jobs.hsa.regenerate).")
-    teacher: EndpointSpec | None = Field(None, description="The teacher endpoint (label_mode 'regenerate').")
-    judge: EndpointSpec | None = Field(None, description="An optional judge endpoint (pass/fail JSON verdicts) "
-                                       "on top of the rule checks (label_mode 'regenerate').")
+    teacher: str | None = Field(None, validate_default=True, description="The teacher: the name of a model "
+                                "endpoint an administrator created (label_mode 'regenerate').")
+    judge: str | None = Field(None, description="An optional judge (pass/fail JSON verdicts) on top of the rule "
+                              "checks: the name of a model endpoint (label_mode 'regenerate').")
     regenerate: RegenerateSettings = Field(default_factory=RegenerateSettings,
                                            description="Teacher sampling and judge strictness.")
 
-    @model_validator(mode="after")
-    def _teacher_for_regeneration(self) -> Recipe:
-        if self.label_mode == "regenerate" and self.teacher is None:
+    @field_validator("teacher", "judge", mode="before")
+    @classmethod
+    def _endpoint_name(cls, value: Any) -> Any:
+        return endpoint_name(value)
+
+    @field_validator("teacher", mode="after")
+    @classmethod
+    def _teacher_for_regeneration(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("label_mode") == "regenerate":  # located at recipe.teacher
             raise ValueError("label_mode 'regenerate' needs a teacher endpoint")
-        return self
+        return value
 
     @field_validator("operators")
     @classmethod
@@ -459,10 +490,12 @@ def _regenerated(candidates: Iterator[_Candidate | None], regen: Regenerator, st
 
 def iter_build(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, harnesses: dict[str, Manifest], *,
                progress: ProgressCallback | None = None, cancel: CancelCallback | None = None,
-               regenerator: Regenerator | None = None) -> Iterator[dict[str, Any]]:
+               regenerator: Regenerator | None = None, endpoints: Mapping[str, ModelEndpoint] | None = None
+               ) -> Iterator[dict[str, Any]]:
     """The augmented rows of :func:`build`, one at a time (for writers that keep memory flat): fills
     ``stats`` and ``harnesses`` as it goes. In ``regenerate`` mode ``regenerator`` (default: one made from
-    the recipe's endpoints, closed at the end) answers every row, and progress/cancel run on every row."""
+    ``endpoints[recipe.teacher]`` and ``endpoints[recipe.judge]``, closed at the end) answers every row, and
+    progress/cancel run on every row."""
     t0 = time.perf_counter()
     regenerate = recipe.label_mode == "regenerate"
     stats.label_mode = recipe.label_mode
@@ -475,8 +508,7 @@ def iter_build(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, har
     candidates: Iterator[_Candidate | None] = _candidates(samples, recipe, stats, recheck=not regenerate)
     if regenerate:
         if regenerator is None:
-            assert recipe.teacher is not None
-            regenerator = own = Regenerator(recipe.teacher, recipe.judge, recipe.regenerate)
+            regenerator = own = regenerator_for(recipe, endpoints or {})
         candidates = _regenerated(candidates, regenerator, stats)
     done = 0
     rooms = _RoomLines()
@@ -495,6 +527,22 @@ def iter_build(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, har
         progress(total, total)
 
 
+def regenerator_for(recipe: Recipe, endpoints: Mapping[str, ModelEndpoint]) -> Regenerator:
+    """The recipe's teacher and judge from the endpoints the caller resolved (by name); ValueError naming the
+    recipe field when one is missing."""
+    picked = {}
+    for field_name in ("teacher", "judge"):
+        name = getattr(recipe, field_name)
+        if name is None:
+            continue
+        if name not in endpoints:
+            raise ValueError(f"recipe.{field_name}: the model endpoint {name!r} was not resolved for this build")
+        picked[field_name] = endpoints[name]
+    if "teacher" not in picked:
+        raise ValueError("recipe.teacher: label_mode 'regenerate' needs a teacher endpoint")
+    return Regenerator(picked["teacher"], picked.get("judge"), recipe.regenerate)
+
+
 @contextmanager
 def rare_gc() -> Iterator[None]:
     """Run the cyclic garbage collector rarely while building. Rows are trees of new dicts and lists, never
@@ -510,14 +558,15 @@ def rare_gc() -> Iterator[None]:
 
 
 def build(samples: Sequence[Sample], recipe: Recipe, *, progress: ProgressCallback | None = None,
-          cancel: CancelCallback | None = None, regenerator: Regenerator | None = None) -> BuildResult:
+          cancel: CancelCallback | None = None, regenerator: Regenerator | None = None,
+          endpoints: Mapping[str, ModelEndpoint] | None = None) -> BuildResult:
     """Augmented rows: ``recipe.variants_per_sample`` per sample (fewer where the re-check drops one, or, with
     ``label_mode='regenerate'``, where the judge rejects the teacher's answer)."""
     stats = BuildStats(kind="hsa", samples=len(samples))
     harnesses: dict[str, Manifest] = {}
     with rare_gc():
         rows = list(iter_build(samples, recipe, stats, harnesses, progress=progress, cancel=cancel,
-                               regenerator=regenerator))
+                               regenerator=regenerator, endpoints=endpoints))
     return BuildResult(rows, stats, recipe, harnesses)
 
 
@@ -655,7 +704,8 @@ def write_dataset(result: BuildResult, out_dir: str | Path) -> Path:
 
 def build_to_disk(samples: Sequence[Sample], recipe: Recipe | None, out_dir: str | Path, *,
                   progress: ProgressCallback | None = None, cancel: CancelCallback | None = None,
-                  progress_every: int = 500, regenerator: Regenerator | None = None) -> BuildResult:
+                  progress_every: int = 500, regenerator: Regenerator | None = None,
+                  endpoints: Mapping[str, ModelEndpoint] | None = None) -> BuildResult:
     """:func:`build` (or, with ``recipe=None``, :func:`build_fixed_harness`) straight into
     :func:`write_dataset`'s layout, rows written as they are made: memory stays flat for any number of rows.
     Returns the statistics and harnesses with ``rows=[]`` and ``path`` set. A cancelled or failed build
@@ -672,7 +722,7 @@ def build_to_disk(samples: Sequence[Sample], recipe: Recipe | None, out_dir: str
     else:
         stats = BuildStats(kind="hsa", samples=len(samples))
         rows = iter_build(samples, recipe, stats, harnesses, progress=progress, cancel=cancel,
-                          regenerator=regenerator)
+                          regenerator=regenerator, endpoints=endpoints)
     try:
         with rare_gc():
             write_rows(rows, out / "dataset")

@@ -17,16 +17,16 @@ the real bindings, the harness's own hooks with their retries). A *judge* keeps 
    an endpoint that is down rejects the sample with that reason; nothing here raises for an endpoint.
 
 A kept answer becomes the sample's new target (steps: skill loads, tool calls with the engine's results, hook
-retries, the reply), rendered exactly like a mechanical row. Endpoints are configured in the recipe as
-:class:`EndpointSpec` (never a secret in the recipe: ``api_key_env`` names an environment variable).
-Plain Python, no Django.
+retries, the reply), rendered exactly like a mechanical row. A recipe names its teacher and judge by the model
+endpoint records administrators created (never a URL or a key); the console resolves a name to the engine's
+:class:`streams.engine.client.ModelEndpoint` (checked against the outbound allow-list, the key read from the
+named secret on the worker) and hands it here. Plain Python, no Django.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,30 +61,6 @@ LabelMode = Literal["mechanical", "regenerate"]
 
 
 # --- configuration ------------------------------------------------------------------------------------------
-
-
-class EndpointSpec(BaseModel):
-    """An OpenAI-compatible endpoint as a recipe stores it: :class:`streams.engine.client.ModelEndpoint` without
-    the key (``api_key_env``: the environment variable holding it, read when the build starts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    base_url: str = Field(min_length=1, description="e.g. http://127.0.0.1:8011/v1")
-    model: str = Field(min_length=1)
-    api_key_env: str = Field("", description="Environment variable with the API key ('' = none).")
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    connect_timeout_s: float = Field(5.0, gt=0, le=600)
-    read_timeout_s: float | None = Field(None, gt=0, le=3600)
-    kind: Literal["vllm", "local", "openai"] = "local"
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-
-    def endpoint(self) -> ModelEndpoint:
-        fields = self.model_dump(exclude={"api_key_env"})
-        return ModelEndpoint(**fields, api_key=os.environ.get(self.api_key_env, "") if self.api_key_env else "")
-
-    @classmethod
-    def of(cls, endpoint: ModelEndpoint, *, api_key_env: str = "") -> EndpointSpec:
-        return cls(**endpoint.model_dump(exclude={"api_key"}), api_key_env=api_key_env)
 
 
 class RegenerateSettings(BaseModel):
@@ -302,11 +278,11 @@ def ask_judge(client: ChatBackend, reference: Sample, target: Sequence[Step], *,
 
 class Regenerator:
     """Re-answers samples under augmented harnesses with a teacher and judges them. Thread-safe (one HTTP
-    client per endpoint, shared). ``teacher``/``judge``: endpoint specs, or ready backends (tests, in-process
-    models) with ``stream_chat``."""
+    client per endpoint, shared). ``teacher``/``judge``: the engine's endpoints (resolved and checked by the
+    caller), or ready backends (tests, in-process models) with ``stream_chat``."""
 
-    def __init__(self, teacher: EndpointSpec | ModelEndpoint | ChatBackend,
-                 judge: EndpointSpec | ModelEndpoint | ChatBackend | None = None,
+    def __init__(self, teacher: ModelEndpoint | ChatBackend,
+                 judge: ModelEndpoint | ChatBackend | None = None,
                  settings: RegenerateSettings | None = None):
         self.settings = settings or RegenerateSettings()
         self._owned: list[OpenAIChatClient] = []
@@ -314,8 +290,6 @@ class Regenerator:
         self.judge = self._client(judge) if judge is not None else None
 
     def _client(self, what: Any) -> ChatBackend:
-        if isinstance(what, EndpointSpec):
-            what = what.endpoint()
         if isinstance(what, ModelEndpoint):
             client = OpenAIChatClient(what)
             self._owned.append(client)

@@ -1,9 +1,11 @@
 """Build an HSA (or fixed-harness) dataset from the command line, with a progress bar: the same samples,
-recipe and artifact folder as a console job, without the database.
+recipe and artifact folder as a console job, without a job row. Labels by regeneration name their teacher and
+judge by model endpoint record (``--teacher-endpoint NAME``): the same outbound check and secrets as the console.
 
     manage.py build_hsa_dataset --out var/datasets/demo --variants 4 --seed 0
     manage.py build_hsa_dataset --recipe recipe.json --tiny-gold 500 --scenarios '' --out /data/hsa
     manage.py build_hsa_dataset --fixed-harness --out var/datasets/demo-fixed
+    manage.py build_hsa_dataset --teacher-endpoint local --variants 1 --out var/datasets/regen
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class Command(BaseCommand):
         parser.add_argument("--preview-rooms", default=None, help="comma-separated preview room / scenario run "
                             "ids whose recorded turns become samples when they are right (read from the database)")
         parser.add_argument("--max-samples", type=int, default=None)
+        parser.add_argument("--teacher-endpoint", default=None, metavar="NAME",
+                            help="label by regeneration: the model endpoint (by name) that re-answers each row")
+        parser.add_argument("--judge-endpoint", default=None, metavar="NAME",
+                            help="an optional judge endpoint (by name) on top of the rule checks")
         parser.add_argument("--no-progress", action="store_true")
 
     def _recipe(self, o) -> Recipe:
@@ -63,6 +69,10 @@ class Command(BaseCommand):
                          ("names", "names"), ("harness_pool_size", "harness_pool_size")):
             if o[opt] is not None:
                 data[key] = o[opt]
+        if o["teacher_endpoint"] is not None:
+            data["teacher"], data["label_mode"] = o["teacher_endpoint"], "regenerate"
+        if o["judge_endpoint"] is not None:
+            data["judge"] = o["judge_endpoint"]
         if o["operators"] is not None:
             defaults = {s.name: s.probability for s in default_operators()}
             ops = []
@@ -91,6 +101,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         from console.errors import ValidationFailed
+        from streams.engine.outbound import OutboundRefused
         from training_jobs import services
 
         kind = "fixed_harness" if o["fixed_harness"] else "hsa"
@@ -100,6 +111,9 @@ class Command(BaseCommand):
         try:
             services.validate_build(kind=kind, recipe=recipe, sources=sources)
             samples, recorded = services.collect_samples(sources)
+            endpoints = services.recipe_endpoints(recipe)  # checked again; keys read from their secrets here
+        except OutboundRefused as exc:
+            raise CommandError(str(exc)) from None
         except ValidationFailed as exc:
             raise CommandError("; ".join(f"{e['path']}: {e['message']}" for e in exc.errors)) from None
         if recorded is not None:
@@ -119,7 +133,8 @@ class Command(BaseCommand):
 
         t0 = time.perf_counter()
         try:
-            result = services.build_artifact(samples, o["out"], kind=kind, recipe=recipe, progress=progress)
+            result = services.build_artifact(samples, o["out"], kind=kind, recipe=recipe, progress=progress,
+                                             endpoints=endpoints)
         except BuildCancelled as exc:
             raise CommandError(str(exc)) from None
         except ValueError as exc:
