@@ -218,3 +218,68 @@ def test_role_check_comes_before_lookup(request, world):
     client = _client(request, "outsider")
     assert client.get("/api/harnesses/nope/").status_code == 403
     assert client.get(f"{BASE}/").status_code == 403
+
+
+# --- whose object it is: the person who started it, another user with the same role, an ML lead -----------------
+# (training jobs and dataset builds; preview rooms have no API: their pages and WebSocket are in
+# tests/streams/test_room_access.py and test_room_access_channels.py, with owner / member / other columns)
+
+@pytest.fixture
+def erin_work(ml_staff, monkeypatch):
+    """ml_erin's running and failed training jobs and running dataset build; Celery sends recorded."""
+    from training_jobs import services as training_services
+    from training_jobs import tasks
+    from training_jobs.models import Dataset, TrainingJob
+
+    sent = []
+    monkeypatch.setattr(tasks.training_job, "apply_async", lambda args, queue, task_id: sent.append(args))
+    base = training_services.demo_base_model()
+    job = {"kind": "sft", "config": {"max_steps": 6}, "base_model": base, "created_by": ml_staff, "progress_total": 6}
+    return {"running": TrainingJob.objects.create(name="running", status="running", **job),
+            "failed": TrainingJob.objects.create(name="failed", status="failed", **job),
+            "build": Dataset.objects.create(name="build", kind="hsa", created_by=ml_staff, status="running"),
+            "sent": sent}
+
+
+OWNER_ACTIONS = {
+    "job detail": lambda c, w: c.get(f"/api/training-jobs/{w['running'].pk}/"),
+    "cancel job": lambda c, w: c.post(f"/api/training-jobs/{w['running'].pk}/cancel/"),
+    "resume job": lambda c, w: c.post(f"/api/training-jobs/{w['failed'].pk}/resume/"),
+    "build detail": lambda c, w: c.get(f"/api/datasets/{w['build'].pk}/"),
+    "cancel build": lambda c, w: c.post(f"/api/datasets/{w['build'].pk}/cancel"),
+}
+OWNER_COLUMNS = ["ml_staff", "ml_staff2", "ml_lead", "manager"]
+#                  owner (erin)  other ML staff  ML lead  no ML role
+OWNER_MATRIX = {
+    "job detail":   (R,           R,              R,       D),
+    "cancel job":   (R,           D,              R,       D),
+    "resume job":   (R,           D,              R,       D),
+    "build detail": (R,           R,              R,       R),
+    "cancel build": (R,           D,              R,       D),
+}
+OWNER_CASES = [(a, who, e) for a, row in OWNER_MATRIX.items() for who, e in zip(OWNER_COLUMNS, row)]
+
+
+def test_owner_matrix_covers_every_action():
+    assert set(OWNER_MATRIX) == set(OWNER_ACTIONS)
+
+
+def _work_state():
+    from training_jobs.models import Dataset, TrainingJob
+
+    return (sorted(TrainingJob.objects.values_list("name", "status", "cancel_requested", "resumes")),
+            sorted(Dataset.objects.values_list("name", "status", "cancel_requested")), AuditEvent.objects.count())
+
+
+@pytest.mark.parametrize("action, who, expected", OWNER_CASES, ids=[f"{a}-{w}" for a, w, _ in OWNER_CASES])
+def test_owner_matrix(request, erin_work, action, who, expected):
+    client = _client(request, who)
+    before = _work_state()
+    response = OWNER_ACTIONS[action](client, erin_work)
+    assert response.status_code == expected, (action, who, response.content[:300])
+    if expected >= 400:
+        body = response.json()
+        assert body["code"] in {"permission_denied", "not_allowed"} and body["detail"]
+        if who == "ml_staff2":  # the role allows it, the object's owner does not
+            assert body["code"] == "not_allowed" and "only ml_erin, who started it, or an ML lead may" in body["detail"]
+        assert _work_state() == before and erin_work["sent"] == [], "a refused request changed something"

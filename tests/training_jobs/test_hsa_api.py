@@ -25,15 +25,16 @@ def _client(request, role: str) -> APIClient:
 CREATE = {"name": "api", "recipe": {"variants_per_sample": 1, "harness_pool_size": 2}, "sources": {"tiny_gold": 3}}
 
 R, D, A = 200, 403, 401
-#                       ml_staff manager reviewer operator outsider anonymous
+# the build is ml_staff's (erin's): another ML staff member reads it but may not cancel it; an ML lead may
+#                       ml_staff ml_staff2 ml_lead manager reviewer operator outsider anonymous
 MATRIX = {
-    "list":            (R, R, D, D, D, A),
-    "detail":          (R, R, D, D, D, A),
-    "samples":         (R, R, D, D, D, A),
-    "create":          (201, D, D, D, D, A),
-    "cancel":          (R, D, D, D, D, A),
+    "list":            (R,   R,   R,   R, D, D, D, A),
+    "detail":          (R,   R,   R,   R, D, D, D, A),
+    "samples":         (R,   R,   R,   R, D, D, D, A),
+    "create":          (201, 201, 201, D, D, D, D, A),
+    "cancel":          (R,   D,   R,   D, D, D, D, A),
 }
-ROLES = ["ml_staff", "manager", "reviewer", "operator", "outsider", "anonymous"]
+ROLES = ["ml_staff", "ml_staff2", "ml_lead", "manager", "reviewer", "operator", "outsider", "anonymous"]
 
 
 def _act(client, action: str, d: Dataset):

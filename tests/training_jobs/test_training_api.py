@@ -25,17 +25,18 @@ def _client(request, role: str) -> APIClient:
 
 
 R, D, A = 200, 403, 401
-#                       ml_staff manager reviewer operator outsider anonymous
+# the jobs are ml_staff's (erin's): another ML staff member watches them but may not cancel or resume them
+#                       ml_staff ml_staff2 ml_lead manager reviewer operator outsider anonymous
 MATRIX = {
-    "list":            (R, D, D, D, D, A),
-    "detail":          (R, D, D, D, D, A),
-    "create":          (201, D, D, D, D, A),
-    "cancel":          (R, D, D, D, D, A),
-    "resume":          (R, D, D, D, D, A),
-    "models":          (R, R, R, D, D, A),
-    "model":           (R, R, R, D, D, A),
+    "list":            (R,   R,   R,   D, D, D, D, A),
+    "detail":          (R,   R,   R,   D, D, D, D, A),
+    "create":          (201, 201, 201, D, D, D, D, A),
+    "cancel":          (R,   D,   R,   D, D, D, D, A),
+    "resume":          (R,   D,   R,   D, D, D, D, A),
+    "models":          (R,   R,   R,   R, R, D, D, A),
+    "model":           (R,   R,   R,   R, R, D, D, A),
 }
-ROLES = ["ml_staff", "manager", "reviewer", "operator", "outsider", "anonymous"]
+ROLES = ["ml_staff", "ml_staff2", "ml_lead", "manager", "reviewer", "operator", "outsider", "anonymous"]
 
 
 def _act(client, action: str, jobs: dict):
