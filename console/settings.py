@@ -240,6 +240,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # every operation documents the 400/413 that malformed input gets (console.apis.document_bad_input)
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "console.apis.document_bad_input"],
     # two models have a "status" field: name both enums (the harness version's keeps its old name)
     "ENUM_NAME_OVERRIDES": {"StatusEnum": "harness_editor.models.HarnessVersion.Status",
                             "DatasetKindEnum": "training_jobs.models.Dataset.Kind",

@@ -114,9 +114,10 @@ def harness_with_history(manager, reviewer, demo_manifest):
 
 
 def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log", env_extra: dict | None = None,
-                 pool: str = "solo"):
+                 pool: str = "solo", options: list[str] | None = None):
     """A real Celery worker (a separate process) on the configured broker and the test database, consuming
-    ``queues``; returns (process, log file) once it answers a ping."""
+    ``queues``; returns (process, log file) once it answers a ping. ``options``: the worker's command-line
+    options after the queue, pool and name (default: no gossip, mingle or heartbeat, for a quick start)."""
     import os
     import socket
     import subprocess
@@ -134,7 +135,8 @@ def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log
     name = f"{log_name.removesuffix('.log')}@{socket.gethostname()}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "--pool", pool, "-n", name,
-         "--concurrency", "1", "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--concurrency", "1", "-l", "info",
+         *(options if options is not None else ["--without-gossip", "--without-mingle", "--without-heartbeat"])],
         cwd=Path(__file__).resolve().parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     from console.celery import app
