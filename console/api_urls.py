@@ -1,19 +1,30 @@
 """REST API routes, mounted at /api/ by console.urls (schema at /api/schema/, Swagger UI at /api/docs/)."""
 
-from django.urls import path
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from django.urls import path, re_path
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
+from rest_framework import serializers
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 
-from console.apis import AuditListApi
+from console.apis import AuditListApi, ErrorSerializer, api_not_found
+from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
 from training_jobs import apis as training_apis
 
 
-@extend_schema_view(post=extend_schema(tags=["auth"], operation_id="auth_token_create",
-                                       description="Exchange a username and password for an API token; send "
-                                                   "it as 'Authorization: Token <key>'."))
+@extend_schema_view(post=extend_schema(
+    tags=["auth"], operation_id="auth_token_create",
+    description="Exchange a username and password for an API token; send it as 'Authorization: Token <key>'.",
+    request=AuthTokenSerializer,
+    responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()}),
+               400: ErrorSerializer, 413: ErrorSerializer},
+))
 class TokenApi(ObtainAuthToken):
-    pass
+    # No authentication to get a token (a stale session or token header must not turn this into a 401/403);
+    # bodies through the same safe JSON parser as every other API view.
+    authentication_classes: list = []
+    parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
 
 
 H = "harnesses/<slug:slug>/"
@@ -53,3 +64,5 @@ urlpatterns = [
     path("models/", training_apis.TrainedModelListApi.as_view(), name="api-model-list"),
     path("models/<uuid:model_id>/", training_apis.TrainedModelDetailApi.as_view(), name="api-model-detail"),
 ]
+# Last: every other /api/ address answers the API's JSON 404, never the HTML page.
+urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))

@@ -6,12 +6,17 @@
 - :func:`exception_handler` turns every error into one body shape,
   ``{"detail": message, "code": code, "errors": [{"path": ..., "message": ...}]}``: domain errors from
   :mod:`console.errors` (with their own status), manifest errors (400 ``invalid_manifest``), serializer
-  errors (400 ``invalid``, one entry per field) and DRF's own 401/403/404/405. Bad input is never a 500.
+  errors (400 ``invalid``, one entry per field), a body Django cannot read (413 ``too_large``, 400
+  ``parse_error``) and DRF's own 401/403/404/405. Bad input is never a 500 (see also console.middleware and
+  console.parsing).
 """
 
 from __future__ import annotations
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import BadRequest, ObjectDoesNotExist, SuspiciousOperation
+from django.http import JsonResponse
+from django.http.multipartparser import MultiPartParserError
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -24,6 +29,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from console import roles
 from console.errors import DomainError, EditConflict
+from console.middleware import body_error
 from harness_editor.schemas import ManifestError
 from console.selectors import audit_list
 
@@ -69,6 +75,9 @@ def exception_handler(exc, context):
         )
     if isinstance(exc, ObjectDoesNotExist):  # a selector's .get() that a view did not translate itself
         exc = exceptions.NotFound()
+    if isinstance(exc, (SuspiciousOperation, MultiPartParserError, BadRequest)):  # Django reading the body
+        status_code, code, message = body_error(exc)  # e.g. 413 too_large past DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(_body(message, code), status=status_code)
     if isinstance(exc, exceptions.ValidationError):
         errors = _flatten(exc.detail)
         return Response(_body("the request is invalid", "invalid", errors), status=exc.status_code)
@@ -82,6 +91,13 @@ def exception_handler(exc, context):
         else:
             response.data = _body(str(detail), code if isinstance(code, str) else "error")
     return response
+
+
+@csrf_exempt  # nothing is changed here; a POST must get this 404, not the CSRF failure page
+def api_not_found(request, *args, **kwargs) -> JsonResponse:
+    """Any /api/ address no route matches (an id that is not a UUID, a slug with spaces, a typo): the API's 404
+    body, not the HTML page."""
+    return JsonResponse(_body("there is no API endpoint at this address", "not_found"), status=404)
 
 
 class ErrorItemSerializer(serializers.Serializer):
@@ -106,6 +122,26 @@ class ConflictSerializer(ErrorSerializer):
 
     class Meta:
         ref_name = "Conflict"
+
+
+def document_bad_input(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: the answers every operation can give to malformed input, whatever its
+    own ``extend_schema`` lists. An operation with query parameters or a body may answer 400 (console.middleware:
+    a NUL character; console.parsing: JSON too deep or not JSON); one with a body may answer 413 (over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``). Both with the error body."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            has_query = any(p.get("in") == "query" for p in operation.get("parameters", []))
+            has_body = "requestBody" in operation
+            if has_query or has_body:
+                responses.setdefault("400", {"content": error, "description": "malformed input"})
+            if has_body:
+                responses.setdefault("413", {"content": error, "description": "the body is too large"})
+    return result
 
 
 # Standard error responses for extend_schema(responses=...).

@@ -330,7 +330,10 @@ class VersionExportApi(ApiView):
         parameters=[OpenApiParameter("as", OpenApiTypes.STR, enum=["yaml", "json"], default="yaml",
                                      description="file format")],
         responses={
-            (200, "text/yaml"): OpenApiResponse(OpenApiTypes.STR, description="the manifest as a YAML file"),
+            # a YAML file whose document is the manifest mapping: described as the object it holds, which is what
+            # a client (or a schema checker) gets by loading it
+            (200, "text/yaml"): OpenApiResponse({"type": "object", "additionalProperties": True},
+                                                description="the manifest as a YAML file (as=yaml)"),
             (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="the manifest as JSON"),
             **ERRORS_WRITE,
         },
