@@ -50,13 +50,23 @@ def _live_db(transactional_db, settings):
     """The live server runs in another thread: data must be committed for it to see it."""
 
 
+def watch_csp(page) -> list[str]:
+    """Chromium's console messages about Content-Security-Policy violations on ``page`` (appended as they come):
+    a page that needs an inline script or a foreign origin shows up here instead of failing silently."""
+    violations: list[str] = []
+    page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+    return violations
+
+
 @pytest.fixture
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 1000})
     context.set_default_timeout(10_000)
     page = context.new_page()
+    violations = page.csp_violations = watch_csp(page)
     yield page
     context.close()
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+
+from tests.browser.conftest import watch_csp
 from playwright.sync_api import expect
 
 from streams.models import ModelEndpoint, PreviewEvent, PreviewRoom
@@ -66,8 +68,10 @@ def asgi_page(browser, asgi_server):
     context = browser.new_context(base_url=asgi_server, viewport={"width": 1440, "height": 1000})
     context.set_default_timeout(15_000)
     page = context.new_page()
+    violations = watch_csp(page)  # the room's script and WebSocket under the real ASGI server's CSP
     yield page
     context.close()
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 def _login(page, user, base_url: str) -> None:
