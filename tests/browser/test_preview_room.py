@@ -15,8 +15,9 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.browser.conftest import watch_csp
 from playwright.sync_api import expect
+
+from tests.browser.conftest import watch_csp
 
 from streams.models import ModelEndpoint, PreviewEvent, PreviewRoom
 from tests.browser.conftest import SCREENSHOTS
