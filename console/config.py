@@ -31,6 +31,9 @@ class ConsoleSettings(BaseSettings):
     secure_proxy_ssl_header: bool = Field(default=False, description="trust X-Forwarded-Proto: https from the "
                                           "proxy in front (only behind a proxy that sets it)")
     csp: str = Field(default="", description="Content-Security-Policy header ('' = the console's default policy)")
+    signin_max_failures: int = Field(default=5, ge=1, le=1000, description="failed sign-ins per username and "
+                                     "address (ten times that per address) before further attempts wait")
+    signin_window_s: float = Field(default=900.0, ge=10, le=86400, description="how long failed sign-ins count")
     # PostgreSQL: Django's psycopg pool, one per process (web, each worker process, each command).
     db_pool_min: int = Field(default=1, ge=0, le=100, description="connections a process keeps open")
     db_pool_max: int = Field(default=0, ge=0, le=200, description="most connections a process opens "

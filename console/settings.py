@@ -117,6 +117,16 @@ if ENV.redis_url:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# The cache holds what every web process must agree on (failed sign-ins, console.signin): Redis when there is
+# one (short timeouts: a Redis blip must not hang a sign-in), else this process's memory (one embedded process).
+if ENV.redis_url:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": ENV.redis_url,
+                          "KEY_PREFIX": "hat", "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+HAT_SIGNIN_MAX_FAILURES = ENV.signin_max_failures
+HAT_SIGNIN_WINDOW_S = ENV.signin_window_s
+
 # Celery: Redis when REDIS_URL is set, else kombu's filesystem transport (a real worker, no server).
 CELERY_QUEUE_DIR = ENV.data_dir / "celery"
 if ENV.celery_broker_url or ENV.redis_url:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -16,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from console import roles
+from console import roles, signin
 from console import selectors as audit_selectors
 from harness_editor import selectors
 
@@ -65,3 +66,29 @@ def timeline(request: HttpRequest) -> HttpResponse:
     }
     template = "console/timeline.html#events" if request.htmx else "console/timeline.html"
     return render(request, template, context)
+
+
+class SignInView(auth_views.LoginView):
+    """Django's login page, refusing (429) once an address has failed too often for a username
+    (console.signin); the password is not even checked then."""
+
+    def post(self, request, *args, **kwargs):
+        username = request.POST.get("username", "")
+        wait = signin.signin_retry_after(username, request)
+        if wait:
+            form = self.get_form()
+            form.errors.clear()
+            response = self.render_to_response(self.get_context_data(form=form,
+                                                                     throttled=signin.retry_message(wait)))
+            response.status_code = 429
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        signin.signin_failed(form.data.get("username", ""), self.request)
+        return super().form_invalid(form)
+
+    def form_valid(self, form):
+        signin.signin_succeeded(form.get_user().get_username(), self.request)
+        return super().form_valid(form)

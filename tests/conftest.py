@@ -19,6 +19,14 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(settings, request):
+    """Each test its own in-memory cache: counters such as failed sign-ins (console.signin) must not leak from one
+    test to the next, and clearing the Redis cache would wipe the broker's queues in the same database."""
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                   "LOCATION": request.node.nodeid}}
+
+
 @pytest.fixture
 def demo_yaml():
     def load(name: str = "skincare_v1") -> str:
