@@ -198,7 +198,8 @@ class ModelEndpoint(models.Model):
         super().clean()
         errors: dict[str, str] = {}
         try:
-            self.check_url(self.base_url or "")
+            if self.base_url:  # an empty one is already "required"
+                self.check_url(self.base_url)
         except OutboundRefused as exc:
             errors["base_url"] = str(exc)
         if self.api_key_secret and self.api_key_secret not in secrets.secret_names():

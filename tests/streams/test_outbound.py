@@ -225,3 +225,15 @@ def test_the_preview_page_refuses_a_refused_endpoint_with_a_form_error(client, m
     from streams.models import PreviewRoom
 
     assert not PreviewRoom.objects.exists()
+
+
+def test_the_allow_list_is_read_from_the_environment(monkeypatch):
+    from console.config import ConsoleSettings
+
+    assert ConsoleSettings().outbound_hosts == ["127.0.0.1", "localhost", "::1"]  # loopback by default
+    monkeypatch.setenv("HAT_OUTBOUND_HOSTS", '["api.example.com:443", "gpu-1"]')
+    hosts = ConsoleSettings().outbound_hosts
+    assert hosts == ["api.example.com:443", "gpu-1"]
+    assert check_url("https://api.example.com/v1", hosts)
+    with pytest.raises(OutboundRefused):
+        check_url("http://127.0.0.1:8011/v1", hosts)  # loopback too is only allowed when listed
