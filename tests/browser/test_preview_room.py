@@ -47,7 +47,7 @@ def asgi_server(transactional_db):
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(url + "/health/", timeout=1).status_code < 500:
+            if httpx.get(url + "/health/live", timeout=1).status_code < 500:  # up; readiness also needs workers
                 break
         except httpx.HTTPError:
             pass
