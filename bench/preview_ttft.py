@@ -1,11 +1,13 @@
 """Preview-room TTFT through the console (Celery + Channels + Redis + WebSocket) vs. directly at the endpoint.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hat_ttft REDIS_URL=redis://127.0.0.1:6379/7 \\
-        .venv/bin/python bench/preview_ttft.py [--viewers 1,10,50] [--turns 5] [--target 1.10]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/7 \\
+        .venv/bin/python bench/preview_ttft.py [--viewers 1,10,50] [--turns 5] [--target 1.10] [--scratch-db NAME]
 
 Self-contained and self-cleaning. It
-1. creates the PostgreSQL database named in DATABASE_URL (dropped first if it exists, dropped again at the
-   end), migrates it and runs ``manage.py seed_demo`` in it;
+1. creates its own scratch database on the PostgreSQL server of DATABASE_URL (``hat_ttft_<pid>_<random>``, or
+   ``--scratch-db NAME``, refused if that database exists; DATABASE_URL's own database is never touched; see
+   ``bench/scratch_db.py``), migrates it and runs ``manage.py seed_demo`` in it, and drops it at the end -- also
+   on failure, Ctrl-C or SIGTERM; it never drops a database it did not create;
 2. starts the local model server on models/demo-tiny (:func:`training_jobs.tiny_model.serve.start_local_server`),
    a Celery worker subprocess and a daphne subprocess serving ``console.asgi`` on a free loopback port, all on
    that database and REDIS_URL (the Redis channel layer and the Celery broker);
@@ -64,10 +66,12 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from scratch_db import ScratchDatabase, ScratchRefused  # noqa: E402
 
 MODEL_DIR = ROOT / "models" / "demo-tiny"
 TINY_MANIFEST = ROOT / "harness_editor" / "demo" / "tiny_room.yaml"
@@ -92,28 +96,6 @@ def wall(at: str) -> float:
     return datetime.fromisoformat(at).timestamp()
 
 
-# --- database ------------------------------------------------------------------------------------------------
-
-
-def _admin_conn(db_url: str):
-    import psycopg
-
-    parts = urlsplit(db_url)
-    admin = urlunsplit((parts.scheme.replace("postgresql", "postgres"), parts.netloc, "/postgres", "", ""))
-    return psycopg.connect(admin.replace("postgres://", "postgresql://", 1), autocommit=True)
-
-
-def db_create(db_url: str, name: str) -> None:
-    with _admin_conn(db_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def db_drop(db_url: str, name: str) -> None:
-    with _admin_conn(db_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 # --- subprocesses --------------------------------------------------------------------------------------------
 
 
@@ -121,6 +103,7 @@ class Procs:
     def __init__(self) -> None:
         self.items: list[tuple[str, subprocess.Popen]] = []
         self.server = None
+        self.boot: threading.Thread | None = None  # starts the model server beside the migrations
 
     def add(self, name: str, proc: subprocess.Popen) -> subprocess.Popen:
         self.items.append((name, proc))
@@ -136,6 +119,8 @@ class Procs:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+        if self.boot is not None:  # interrupted while the model server loads: wait for it, then stop it too
+            self.boot.join(150)
         if self.server is not None:
             self.server.stop()
 
@@ -411,43 +396,46 @@ def main() -> int:
     p.add_argument("--settings", default="console.settings",
                    help="Django settings module of every process (e.g. one that imports console.settings and "
                         "swaps CHANNEL_LAYERS, to compare channel-layer backends); it must be importable")
+    p.add_argument("--scratch-db", default=None,
+                   help="name of the scratch database to create (refused if it exists; default: a unique name)")
     args = p.parse_args()
     levels = [int(x) for x in args.viewers.split(",") if x.strip()]
 
     db_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
     if not db_url.startswith(("postgres://", "postgresql://")) or not redis_url.startswith("redis"):
-        print("set DATABASE_URL=postgres://.../<scratch db> and REDIS_URL=redis://.../<db>", file=sys.stderr)
-        return 2
-    db_name = urlsplit(db_url).path.lstrip("/")
-    if not db_name or db_name in ("postgres", "template0", "template1"):
-        print("DATABASE_URL must name a scratch database (it is dropped and recreated)", file=sys.stderr)
+        print("set DATABASE_URL=postgres://... (the server; the bench creates and drops its own database) and "
+              "REDIS_URL=redis://.../<db>", file=sys.stderr)
         return 2
 
     started = time.monotonic()
     log(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     logdir = ROOT / "var" / "bench"
     logdir.mkdir(parents=True, exist_ok=True)
-    logs = {k: logdir / f"preview_ttft-{k}.log" for k in ("model", "worker", "daphne")}
+    logs = {k: logdir / f"preview_ttft-{os.getpid()}-{k}.log" for k in ("model", "worker", "daphne")}
     import redis as redis_lib
 
     rds = redis_lib.Redis.from_url(redis_url)
     redis_was_empty = rds.dbsize() == 0
 
     procs = Procs()
-    log(f"creating database {db_name}")
-    db_create(db_url, db_name)
     try:
-        return run(args, levels, db_url, redis_url, procs, logs, started)
-    finally:
-        log("cleaning up: stopping subprocesses, dropping the database")
-        procs.stop_all()
-        with contextlib.suppress(Exception):
-            from django.db import connections
+        with ScratchDatabase(db_url, "hat_ttft", name=args.scratch_db, log=log) as scratch:
+            log(f"created scratch database {scratch.name}")
+            try:
+                return run(args, levels, scratch.url, redis_url, procs, logs, started)
+            finally:
+                log(f"cleaning up: stopping subprocesses, dropping the scratch database {scratch.name}")
+                procs.stop_all()
+                with contextlib.suppress(Exception):
+                    from django.db import connections
 
-            connections.close_all()
-        db_drop(db_url, db_name)
-        if redis_was_empty:
-            rds.flushdb()  # it was empty before: leave it empty (Celery results, channel-layer keys)
+                    connections.close_all()
+                if redis_was_empty:
+                    rds.flushdb()  # it was empty before: leave it empty (Celery results, channel-layer keys)
+    except ScratchRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
+    finally:
         if not args.keep_logs:
             for path in logs.values():
                 path.unlink(missing_ok=True)
@@ -464,11 +452,12 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
 
     def boot_model():
         try:
-            holder["server"] = start_local_server(MODEL_DIR, log_path=logs["model"], threads=args.model_threads)
+            holder["server"] = procs.server = start_local_server(MODEL_DIR, log_path=logs["model"],
+                                                                 threads=args.model_threads)
         except BaseException as exc:  # noqa: BLE001
             holder["error"] = exc
 
-    t_model = threading.Thread(target=boot_model, daemon=True)
+    t_model = procs.boot = threading.Thread(target=boot_model, daemon=True)
     t_model.start()
 
     env = dict(os.environ, DJANGO_SETTINGS_MODULE=args.settings, DATABASE_URL=db_url, REDIS_URL=redis_url,

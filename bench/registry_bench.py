@@ -1,9 +1,12 @@
 """Registry benchmark: do the history and diff pages and APIs stay fast and flat as a harness grows?
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hat_api .venv/bin/python bench/registry_bench.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/registry_bench.py \\
+        [--versions 1000] [--requests 200] [--scratch-db NAME]
 
-Creates a throw-away PostgreSQL database (``hat_bench``, via Django's test-database utilities; dropped at
-the end, also on failure), then two harnesses built from the demo manifest grown to 50 skills:
+``DATABASE_URL`` only names the PostgreSQL server: the bench creates its own throw-away database
+(``hat_bench_<pid>_<random>``, or ``--scratch-db NAME``, refused if that database exists; see
+``bench/scratch_db.py``), migrates it, and drops it at the end -- also on failure, Ctrl-C or SIGTERM. It never
+drops a database it did not create. In it, two harnesses built from the demo manifest grown to 50 skills:
 ``bench-big`` with 1,000 versions (statuses mixed, labels on a few) and ``bench-small`` with 10. Rows are
 inserted with ``bulk_create`` (version content is produced by the real manifest code, so hashes and
 canonical JSON are genuine). It then requests, logged in as a compliance reviewer through
@@ -31,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 os.environ.setdefault("HAT_LOG_LEVEL", "WARNING")
 warnings.filterwarnings("ignore", message="No directory at")  # whitenoise: no collectstatic in a bench
@@ -45,8 +49,8 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from scratch_db import ScratchDatabase, ScratchRefused, use_in_django  # noqa: E402
 
-BENCH_DB = "hat_bench"
 N_SKILLS = 50
 
 
@@ -156,24 +160,30 @@ def main() -> int:
     parser.add_argument("--target-ms", type=float, default=100.0)
     parser.add_argument("--budget-s", type=float, default=15.0,
                         help="stop timing one endpoint after this long (the table says how many were timed)")
+    parser.add_argument("--scratch-db", default=None,
+                        help="name of the scratch database to create (refused if it exists; default: a unique name)")
     args = parser.parse_args()
 
     if connection.vendor != "postgresql":
         raise SystemExit("set DATABASE_URL to a PostgreSQL server (the bench creates and drops its own database)")
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = BENCH_DB
     # Not django.test.utils.setup_test_environment(): it instruments template rendering (a context copy per
     # template), which would make the HTML pages look slower than they are in production.
     if "testserver" not in settings.ALLOWED_HOSTS:
         settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     started = time.perf_counter()
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
-        return run(args, started)
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+        with ScratchDatabase(os.environ["DATABASE_URL"], "hat_bench", name=args.scratch_db) as scratch:
+            restore = use_in_django(scratch.name)
+            try:
+                return run(args, started, scratch.name)
+            finally:
+                restore()
+    except ScratchRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
 
 
-def run(args, started: float) -> int:
+def run(args, started: float, db_name: str) -> int:
     from django.contrib.auth.models import Group, User
 
     from console import roles
@@ -187,7 +197,7 @@ def run(args, started: float) -> int:
     seed(slug="bench-small", n_versions=10, manager=manager, reviewer=reviewer, first_id=next_id)
     reset_sequences()
     print(f"seeded {args.versions} + 10 versions of a {N_SKILLS}-skill manifest in {time.perf_counter() - t0:.1f} s "
-          f"(database {BENCH_DB}, created after {t0 - started:.1f} s)")
+          f"(scratch database {db_name}, created after {t0 - started:.1f} s)")
 
     client = Client()
     client.force_login(reviewer)

@@ -1,0 +1,290 @@
+"""The benchmarks never drop a database they did not create, and the stage-1 bench compares alternating step pairs.
+
+Real PostgreSQL (the server of DATABASE_URL): sentinel databases made here must survive every bench, run as the
+real script in a subprocess, interrupted with Ctrl-C (SIGINT) or SIGTERM once its scratch database exists, or
+asked to use an existing database. No ORM: the tests make and drop their own databases with psycopg.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+scratch_db = _load("scratch_db")
+paired = _load("paired")
+
+DB_URL = os.environ.get("DATABASE_URL", "")
+needs_postgres = pytest.mark.skipif(not DB_URL.startswith(("postgres://", "postgresql://"))
+                                    or not os.environ.get("REDIS_URL", "").startswith("redis"),
+                                    reason="needs DATABASE_URL on a PostgreSQL server (and REDIS_URL)")
+
+
+def _url(name: str) -> str:
+    parts = urlsplit(DB_URL)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+
+
+def _admin():
+    import psycopg
+
+    return psycopg.connect(_url("postgres"), autocommit=True)
+
+
+def _databases(like: str) -> list[str]:
+    with _admin() as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (like,))]
+
+
+def _make_sentinel(name: str) -> None:
+    import psycopg
+
+    with _admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    with psycopg.connect(_url(name), autocommit=True) as conn:
+        conn.execute("CREATE TABLE keep_me (note text)")
+        conn.execute("INSERT INTO keep_me VALUES ('made by the test, not by a bench')")
+
+
+def _sentinel_intact(name: str) -> bool:
+    import psycopg
+
+    if name not in _databases(name):
+        return False
+    with psycopg.connect(_url(name)) as conn:  # the same database, not one dropped and made again
+        return conn.execute("SELECT note FROM keep_me").fetchone() == ("made by the test, not by a bench",)
+
+
+def _drop(name: str) -> None:
+    with _admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sentinels():
+    """``hat_h5_sentinel_<random>`` and ``test_hat_h5_sentinel_<random>`` (what Django's test-database path would
+    make of the first), each with a row; dropped here at the end (only these two)."""
+    base = f"hat_h5_sentinel_{secrets.token_hex(4)}"
+    names = [base, f"test_{base}"]
+    for name in names:
+        _make_sentinel(name)
+    yield base
+    for name in names:
+        _drop(name)
+
+
+# --- the scratch-database helper --------------------------------------------------------------------------------
+
+
+@needs_postgres
+def test_scratch_name_skips_a_name_that_exists():
+    """A token that would give an existing database's name is passed over (that token is forced first, twice)."""
+    prefix, token = f"hat_h5_sentinel_{secrets.token_hex(2)}", "0000aaaa"
+    existing = f"{prefix}_{os.getpid()}_{token}"
+    _make_sentinel(existing)
+    try:
+        tokens = iter([token, token, "0000bbbb"])
+        with _admin() as conn:
+            name = scratch_db.scratch_name(prefix, lambda n: scratch_db.database_exists(conn, n),
+                                           token=lambda: next(tokens))
+        assert name == f"{prefix}_{os.getpid()}_0000bbbb"
+        assert _sentinel_intact(existing)
+    finally:
+        _drop(existing)
+
+
+def test_scratch_name_gives_up_rather_than_reuse():
+    with pytest.raises(scratch_db.ScratchRefused):
+        scratch_db.scratch_name("hat_h5_x", lambda n: True, token=lambda: "same", tries=3)
+
+
+@needs_postgres
+def test_scratch_database_refuses_an_existing_database(sentinels):
+    with pytest.raises(scratch_db.ScratchRefused, match="already exists"):
+        with scratch_db.ScratchDatabase(DB_URL, "hat_h5_x", name=sentinels):
+            pytest.fail("must not get here")
+    assert _sentinel_intact(sentinels)
+
+
+@needs_postgres
+def test_scratch_database_is_dropped_on_success_and_on_failure():
+    with scratch_db.ScratchDatabase(DB_URL, "hat_h5_scratch") as db:
+        assert db.name.startswith(f"hat_h5_scratch_{os.getpid()}_") and _databases(db.name) == [db.name]
+    assert _databases(db.name) == []
+    with pytest.raises(RuntimeError, match="boom"):
+        with scratch_db.ScratchDatabase(DB_URL, "hat_h5_scratch") as db:
+            raise RuntimeError("boom")
+    assert _databases(db.name) == []
+
+
+@needs_postgres
+def test_scratch_database_leaves_a_database_someone_else_made_under_its_name():
+    """Dropped and made again by someone else while the bench ran: no longer the bench's, so it stays."""
+    with scratch_db.ScratchDatabase(DB_URL, "hat_h5_scratch", log=lambda msg: None) as db:
+        _drop(db.name)
+        _make_sentinel(db.name)
+    try:
+        assert _sentinel_intact(db.name)
+    finally:
+        _drop(db.name)
+
+
+# --- the benches, run as scripts --------------------------------------------------------------------------------
+
+BENCHES = {  # script, its scratch prefix, small arguments
+    "registry_bench": ("hat_bench", ["--versions", "12", "--requests", "1", "--warmup", "1", "--budget-s", "1"]),
+    "hat_stage1": ("hat_stage1", ["--steps", "2", "--repeat", "1", "--no-pipeline"]),
+    "preview_ttft": ("hat_ttft", ["--viewers", "1", "--turns", "1"]),
+}
+
+
+def _start(script: str, sentinel: str, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, DATABASE_URL=_url(sentinel), HAT_LOG_LEVEL="WARNING")
+    return subprocess.Popen([sys.executable, str(BENCH / f"{script}.py"), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> str:
+    """The bench's error output once it ends; killed (its whole session) if it outlives ``timeout``."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        _kill(proc)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:  # never leave a bench (or its model server, worker, daphne) running
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
+@needs_postgres
+@pytest.mark.parametrize(("script", "sig"), [
+    ("registry_bench", signal.SIGINT), ("registry_bench", signal.SIGTERM), ("hat_stage1", signal.SIGINT),
+    ("preview_ttft", signal.SIGTERM),  # with its model server, worker and daphne starting
+], ids=["registry-ctrl-c", "registry-sigterm", "stage1-ctrl-c", "ttft-sigterm"])
+def test_an_interrupted_bench_drops_its_own_database_and_nothing_else(script, sig, sentinels):
+    prefix, args = BENCHES[script]
+    proc = _start(script, sentinels, *args)
+    try:
+        mine = f"{prefix}\\_{proc.pid}\\_%"
+        deadline = time.monotonic() + 90
+        while not _databases(mine) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        made = bool(_databases(mine))
+        if made:
+            os.kill(proc.pid, sig)
+        err = _finish(proc, timeout=240)
+    finally:
+        _kill(proc)
+    assert _sentinel_intact(sentinels) and _sentinel_intact(f"test_{sentinels}"), err[-3000:]
+    assert made, f"{script} made no scratch database {prefix}_{proc.pid}_<random>"
+    assert proc.returncode != 0  # it stopped on the signal, not at its end
+    assert _databases(mine) == [], err[-3000:]
+
+
+@needs_postgres
+@pytest.mark.parametrize("script", sorted(BENCHES))
+def test_a_bench_refuses_an_existing_database(script, sentinels):
+    _, args = BENCHES[script]
+    proc = _start(script, sentinels, *args, "--scratch-db", sentinels)
+    err = _finish(proc, timeout=120)
+    assert proc.returncode == 2, err[-3000:]
+    assert f"refused: database '{sentinels}' already exists" in err
+    assert _sentinel_intact(sentinels) and _sentinel_intact(f"test_{sentinels}")
+
+
+# --- the stage-1 bench's pairs ------------------------------------------------------------------------------------
+
+
+def test_pairs_alternate_which_side_goes_first():
+    assert paired.turn_order(4) == ["plain", "job", "job", "plain", "plain", "job", "job", "plain"]
+    assert [paired.pair_order(k) for k in range(3)] == [("plain", "job"), ("job", "plain"), ("plain", "job")]
+
+
+def test_next_side_follows_the_turn_order():
+    done = {"plain": 0, "job": 0}
+    for expected in paired.turn_order(5):
+        side = paired.next_side(done)
+        assert side == expected
+        done[side] += 1
+
+
+def test_the_ratio_is_the_median_of_per_pair_ratios():
+    # per pair plain/job: 0.5, 2, 10 -> median 2; a ratio of medians (1.0) or of sums (3.43) would differ
+    r = paired.paired_ratio([1.0, 1.0, 10.0], [2.0, 0.5, 1.0])
+    assert r.ratios == [0.5, 2.0, 10.0]
+    assert (r.median, r.n) == (2.0, 3)
+    assert (r.q1, r.q3) == (1.25, 6.0)
+    assert paired.paired_ratio([9.0, 1.0, 1.0, 10.0], [1.0, 2.0, 0.5, 1.0], skip=1).median == 2.0
+    assert paired.whole_run_ratio([1.0, 1.0, 10.0], [2.0, 0.5, 1.0]) == pytest.approx(12 / 3.5)
+    with pytest.raises(ValueError):
+        paired.paired_ratio([1.0], [1.0], skip=1)
+
+
+def _play(alternator, side: str, steps: int, log: list, active: list, fail_after: int | None = None,
+          delay_first: float = 0.0) -> None:
+    time.sleep(delay_first)  # a slow setup
+    try:
+        for i in range(steps):
+            if fail_after is not None and i == fail_after:
+                raise RuntimeError("this side failed")
+            alternator.begin_step(side)
+            active.append(side)
+            log.append((side, time.monotonic(), len(active)))
+            time.sleep(0.01)
+            active.remove(side)
+        alternator.end(side)
+    except RuntimeError:
+        alternator.end(side, wait=False)
+
+
+def test_two_threads_take_turns_step_by_step_in_alternating_pairs():
+    alternator = paired.Alternator(timeout_s=30)
+    log, active = [], []
+    threads = [threading.Thread(target=_play, args=(alternator, "plain", 6, log, active)),
+               threading.Thread(target=_play, args=(alternator, "job", 6, log, active),
+                                kwargs={"delay_first": 0.3})]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [side for side, _, _ in log] == paired.turn_order(6) == alternator.trace
+    assert max(n for _, _, n in log) == 1  # never two steps at once
+    assert log[0][1] - started >= 0.3  # the first step waited for the slow side's setup
+    assert len(alternator.times["plain"]) == len(alternator.times["job"]) == 6
+
+
+def test_a_side_that_fails_does_not_hang_the_other():
+    alternator = paired.Alternator(timeout_s=30)
+    log, active = [], []
+    threads = [threading.Thread(target=_play, args=(alternator, "plain", 6, log, active)),
+               threading.Thread(target=_play, args=(alternator, "job", 6, log, active), kwargs={"fail_after": 2})]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert [s for s, _, _ in log].count("plain") == 6 and [s for s, _, _ in log].count("job") == 2
