@@ -21,7 +21,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 PIP := $(BIN)/pip install --disable-pip-version-check -q
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-.PHONY: help install run worker web model-server migrate seed test bench clean lock
+.PHONY: help install run worker worker-default worker-gpu scheduler web model-server migrate seed test bench clean lock
 
 help:
 	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
@@ -47,8 +47,30 @@ migrate: install
 seed: migrate
 	$(BIN)/python manage.py seed_demo
 
+# Workers as deployed (console/celery.py WORKER_OPTIONS: no gossip, mingle or event heartbeat; prefork, so a busy
+# worker still answers /health/ready): one for the default queue, one for the GPU queue, so preview turns never
+# wait behind a training job. The periodic sweeps run in the scheduler, not in a worker.
+WORKER_OPTS := --pool prefork --without-gossip --without-mingle --without-heartbeat
+DEFAULT_QUEUE = $${HAT_CELERY_DEFAULT_QUEUE:-celery}
+WORKER_DEFAULT_CMD = $(BIN)/celery -A console worker -Q $(DEFAULT_QUEUE) -n default@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
+WORKER_GPU_CMD = $(BIN)/celery -A console worker -Q gpu -n gpu@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
+LOG_LEVEL ?= info
+# Seconds between SIGTERM and SIGKILL when stopping: a worker's warm shutdown waits for its running task.
+STOP_TIMEOUT ?= 30
+
+worker-default: install
+	$(WORKER_DEFAULT_CMD)
+
+worker-gpu: install
+	$(WORKER_GPU_CMD)
+
+# Both workers under the supervisor (restarted if they die).
 worker: install
-	$(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -B -s var/celerybeat-schedule -l info
+	$(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) "default=$(WORKER_DEFAULT_CMD)" \
+	  "gpu=$(WORKER_GPU_CMD)"
+
+scheduler: install
+	$(BIN)/python manage.py run_scheduler
 
 web: install
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
@@ -56,15 +78,18 @@ web: install
 model-server: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) --port $(MODEL_PORT)
 
-# web + worker + the local model server (the committed demo checkpoint), all stopped together by Ctrl-C.
+# web + workers + scheduler + the local model server (the committed demo checkpoint), under scripts/supervise.py:
+# a process that dies is started again; Ctrl-C stops them all (SIGTERM, SIGKILL after STOP_TIMEOUT s).
 run: seed
 	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
 	@echo "Local model: $(MODEL_DIR) on http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~15 s)"
-	@trap 'kill 0' EXIT INT TERM; \
-	  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) \
-	    --port $(MODEL_PORT) & \
-	  $(BIN)/celery -A console worker -Q celery,gpu --concurrency 1 -B -s var/celerybeat-schedule -l warning & \
-	  HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
+	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) \
+	  "model=env HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve \
+	    --model-dir $(MODEL_DIR) --port $(MODEL_PORT)" \
+	  "default=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_DEFAULT_CMD))" \
+	  "gpu=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_GPU_CMD))" \
+	  "scheduler=$(BIN)/python manage.py run_scheduler" \
+	  "web=$(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application"
 
 test: install
 	bash scripts/ensure_services.sh
