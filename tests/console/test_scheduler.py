@@ -57,7 +57,7 @@ def test_every_scheduled_sweep_is_a_known_task_at_a_fixed_interval():
     # a stale job is failed at most this long after its last beat: within a minute
     assert settings.HEARTBEAT_STALE_S + settings.ENV.sweep_every_s <= 60
     with pytest.raises(ValueError, match="fixed intervals"):
-        entries_from({"x": {"task": "console.ping", "schedule": "every day"}})
+        entries_from({"x": {"task": "training_jobs.datasets_sweep_stalled", "schedule": "every day"}})
     with pytest.raises(ValueError, match="unknown tasks: nope"):
         Scheduler({"x": {"task": "nope", "schedule": 1}})
 
