@@ -128,7 +128,7 @@ def document_bad_input(result: dict, generator, request, public) -> dict:
     """drf-spectacular postprocessing hook: the answers every operation can give to malformed input, whatever its
     own ``extend_schema`` lists. An operation with query parameters or a body may answer 400 (console.middleware:
     a NUL character; console.parsing: JSON too deep or not JSON); one with a body may answer 413 (over
-    ``DATA_UPLOAD_MAX_MEMORY_SIZE``). Both with the error body."""
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``) and 415 (a content type it does not parse). All with the error body."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
@@ -141,6 +141,7 @@ def document_bad_input(result: dict, generator, request, public) -> dict:
                 responses.setdefault("400", {"content": error, "description": "malformed input"})
             if has_body:
                 responses.setdefault("413", {"content": error, "description": "the body is too large"})
+                responses.setdefault("415", {"content": error, "description": "a body type other than those listed"})
     return result
 
 

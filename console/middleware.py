@@ -69,6 +69,9 @@ def nul_location(request: HttpRequest) -> str | None:
     for name, value in request.META.items():
         if (name.startswith("HTTP_") or name in ("CONTENT_TYPE", "CONTENT_LENGTH")) and NUL in str(value):
             return f"header {name.removeprefix('HTTP_').replace('_', '-').title()}"
+    for name, value in request.COOKIES.items():  # a quoted cookie may spell NUL as "\000"
+        if NUL in name or NUL in value:
+            return f"cookie {name.replace(NUL, '?')}"
     content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
     if request.method == "POST" and content_type in FORM_TYPES:
         where = _nul_in_pairs(request.POST.lists())

@@ -789,6 +789,36 @@ def validate_semantics(m: Manifest) -> list[FieldError]:
 # --- parsing -----------------------------------------------------------------------------------------
 
 
+# C0 control characters other than tab, line feed and carriage return: NUL cannot be stored (PostgreSQL), and
+# none of them belongs in text a model, a reviewer or a TTS voice reads.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def control_character_errors(data: Any) -> list[FieldError]:
+    """One error per string (value or key) of plain data holding a control character, at its path.
+
+    Iterative (the data may be deep: its depth is bounded by the loaders, not here)."""
+    errors: list[FieldError] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, parts = stack.pop()
+        if isinstance(value, str):
+            found = _CONTROL_CHARS.search(value)
+            if found:
+                errors.append(FieldError(path=_path(parts), message=f"control character {found.group()!r} is not "
+                                         f"allowed (only tab and line breaks)"))
+        elif isinstance(value, dict):
+            for key, child in reversed(list(value.items())):
+                if isinstance(key, str) and _CONTROL_CHARS.search(key):
+                    errors.append(FieldError(path=_path(parts), message=f"key {key!r} has a control character "
+                                             f"(only tab and line breaks are allowed)"))
+                    continue
+                stack.append((child, (*parts, key)))
+        elif isinstance(value, list):
+            stack.extend((child, (*parts, i)) for i, child in reversed(list(enumerate(value))))
+    return errors
+
+
 def parse_manifest(data: Any) -> Manifest:
     """Validate plain data (from YAML, JSON or a form) into a Manifest; raises ManifestError with all errors."""
     if not isinstance(data, dict):
@@ -796,6 +826,9 @@ def parse_manifest(data: Any) -> Manifest:
         raise ManifestError(
             [FieldError(path="", message=f"a manifest must be a mapping (object) at the top level, got {got}")]
         )
+    control = control_character_errors(data)
+    if control:
+        raise ManifestError(control)
     try:
         manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
     except ValidationError as exc:
@@ -925,6 +958,8 @@ def load_json(text: str | bytes) -> Any:
     text = _check_size(text)
     try:
         raw = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+    except RecursionError:  # json.loads recurses per level: ~1,000 nested arrays exhaust the stack
+        raise ManifestError([FieldError(path="", message="invalid JSON: nested too deeply")]) from None
     except json.JSONDecodeError as exc:
         raise ManifestError(
             [FieldError(path="", message=f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")]
@@ -932,7 +967,10 @@ def load_json(text: str | bytes) -> Any:
     except ValueError as exc:
         raise ManifestError([FieldError(path="", message=f"invalid JSON: {exc}")]) from None
     errors: list[FieldError] = []
-    data = _json_duplicates(raw, (), errors)
+    try:
+        data = _json_duplicates(raw, (), errors)
+    except RecursionError:  # just under json's own limit: this walk adds frames of its own
+        raise ManifestError([FieldError(path="", message="invalid JSON: nested too deeply")]) from None
     if errors:
         raise ManifestError(errors)
     return data

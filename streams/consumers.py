@@ -38,10 +38,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import InMemoryChannelLayer
 
 from console import roles
+from console.parsing import SafeJsonWebsocketConsumer  # a bad frame: an error frame, not 1011
 from console.errors import DomainError
 from streams import selectors, services
 from streams.events import EVENT_MESSAGE_TYPE, events_frame, preview_group
@@ -178,7 +178,7 @@ class RoomFeed:
                     consumer.deliver(message)
 
 
-class PreviewConsumer(AsyncJsonWebsocketConsumer):
+class PreviewConsumer(SafeJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.last_seq = 0
         self.group = None

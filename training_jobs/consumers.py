@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console import roles
+from console.parsing import SafeJsonWebsocketConsumer  # a bad frame: an error frame, not 1011
 from training_jobs.models import TrainingJob
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -45,7 +45,7 @@ def job_frame(job_id: Any, after: float) -> dict[str, Any] | None:
                     "log_tail": job.log_tail[-4000:], "active": job.is_active}}
 
 
-class TrainingJobConsumer(AsyncJsonWebsocketConsumer):
+class TrainingJobConsumer(SafeJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.poller = None
         self.group = None

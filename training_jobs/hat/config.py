@@ -3,13 +3,32 @@
 The same config runs a stage on a CPU worker with the project's tiny model (tests, CI, the embedded default)
 and on a GPU worker with a real base model: only the values differ (``device``, ``bf16``, batch sizes, steps).
 Configs are stored with each job (a snapshot) and validated with path-precise errors before a job is queued.
+
+Every number has bounds and every name a pattern, so a config that is accepted also runs: a seed past
+``MAX_SEED`` (numpy's limit, reached through ``transformers.set_seed``), a LoRA module name with path characters,
+an unbounded step count or budget, NaN or infinity failed only in the worker, after the job was queued.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_SEED = 2**32 - 1  # numpy.random.seed's limit (transformers.set_seed seeds numpy, torch and random)
+MAX_STEPS = 1_000_000
+# A module name peft can match (``q_proj``, ``model.layers.0.mlp.down_proj``, ``all-linear``): no path characters.
+MODULE_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
+# The rewards of stage 3 (training_jobs.hat.rl.REWARD_NAMES) and the reasoning-length penalty.
+REWARD_WEIGHT_NAMES = ("accuracy", "effectiveness", "tool_rationality", "skill_selection", "reasoning_length")
+
+
+def _module_name(value: str) -> str:
+    if not re.fullmatch(MODULE_NAME_PATTERN, value):
+        raise ValueError(f"{value!r} is not a module name: a letter or '_' first, then letters, digits, '_', '.' "
+                         f"or '-' (at most 128 characters; no '/', spaces or other path characters)")
+    return value
 
 
 class LoraSettings(BaseModel):
@@ -20,8 +39,9 @@ class LoraSettings(BaseModel):
     r: int = Field(16, ge=1, le=512, description="Adapter rank.")
     alpha: int = Field(32, ge=1, le=4096, description="LoRA alpha (scaling = alpha / r).")
     dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the adapter inputs.")
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
-                                      min_length=1, description="Module names the adapters wrap.")
+    target_modules: list[Annotated[str, AfterValidator(_module_name)]] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, max_length=64,
+        description="Module names the adapters wrap (letters, digits, '_', '.', '-'; at most 128 characters).")
 
 
 class StageConfig(BaseModel):
@@ -29,7 +49,7 @@ class StageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_steps: int = Field(40, ge=1, le=1_000_000, description="Optimizer steps of this stage.")
+    max_steps: int = Field(40, ge=1, le=MAX_STEPS, description="Optimizer steps of this stage.")
     per_device_batch_size: int = Field(4, ge=1, le=1024, description="Samples per device per step.")
     gradient_accumulation_steps: int = Field(1, ge=1, le=1024, description="Micro-batches per optimizer step.")
     learning_rate: float = Field(1e-3, gt=0, le=1, description="Peak learning rate.")
@@ -38,11 +58,14 @@ class StageConfig(BaseModel):
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of the steps spent warming up.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, le=1000, description="Gradient clipping.")
-    seed: int = Field(0, ge=0, description="Seed of data order, sampling and initialisation of new weights.")
-    save_steps: int = Field(20, ge=1, description="Save a checkpoint every this many steps (also on cancel and "
-                                                  "at the end); a job resumes from the latest one.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of data order, sampling and initialisation of new "
+                                                          "weights (0 to 2**32 - 1).")
+    save_steps: int = Field(20, ge=1, le=MAX_STEPS, description="Save a checkpoint every this many steps (also on "
+                                                                "cancel and at the end); a job resumes from the "
+                                                                "latest one.")
     save_total_limit: int = Field(2, ge=1, le=100, description="Checkpoints kept on disk.")
-    logging_steps: int = Field(1, ge=1, description="Report loss, learning rate and speed every this many steps.")
+    logging_steps: int = Field(1, ge=1, le=MAX_STEPS, description="Report loss, learning rate and speed every "
+                                                                  "this many steps.")
     device: Literal["cpu", "cuda"] = Field("cpu", description="Where to train: 'cpu' (tiny models, CI) or "
                                                               "'cuda' (a GPU worker).")
     bf16: bool = Field(False, description="bfloat16 mixed precision (GPU only).")
@@ -68,7 +91,8 @@ class SFTStageConfig(StageConfig):
                                                                  "the model's context (max_position_embeddings).")
     assistant_only_loss: bool = Field(True, description="Loss on the assistant's tokens only (tool calls and "
                                                         "replies), not on the prompt, skills or tool results.")
-    max_samples: int | None = Field(None, ge=1, description="Train on at most this many rows of the dataset.")
+    max_samples: int | None = Field(None, ge=1, le=100_000_000, description="Train on at most this many rows "
+                                                                           "of the dataset.")
 
 
 class DistillStageConfig(StageConfig):
@@ -93,13 +117,24 @@ class RLStageConfig(StageConfig):
     temperature: float = Field(0.9, gt=0, le=2, description="Sampling temperature of rollouts.")
     augment_probability: float = Field(0.5, ge=0, le=1, description="Share of rollouts under an HSA-augmented "
                                                                     "harness state (the rest: the original).")
-    reward_weights: dict[str, float] = Field(
+    reward_weights: dict[str, Annotated[float, Field(ge=0, le=100)]] = Field(
         default_factory=lambda: {"accuracy": 1.0, "effectiveness": 1.0, "tool_rationality": 1.0,
                                  "skill_selection": 0.5},
-        description="Weight of each reward after normalisation within its group.")
-    reasoning_budget: int = Field(64, ge=0, description="Reasoning tokens allowed before the length penalty.")
+        description="Weight (0 to 100) of each reward after normalisation within its group: "
+                    + ", ".join(REWARD_WEIGHT_NAMES) + " (a reward left out weighs 1).")
+    reasoning_budget: int = Field(64, ge=0, le=16_384, description="Reasoning tokens allowed before the length "
+                                                                   "penalty.")
     reasoning_penalty: float = Field(0.01, ge=0, le=1, description="Penalty per reasoning token over budget.")
     prompts: int = Field(64, ge=1, le=1_000_000, description="Simulator prompts (comments in their rooms).")
+
+
+    @field_validator("reward_weights")
+    @classmethod
+    def _known_rewards(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(REWARD_WEIGHT_NAMES))
+        if unknown:
+            raise ValueError(f"unknown rewards {unknown}; known: {', '.join(REWARD_WEIGHT_NAMES)}")
+        return value
 
 
 class PipelineConfig(BaseModel):
