@@ -167,7 +167,7 @@ class ModelEndpoint(models.Model):
 
     # --- the outbound check (streams.engine.outbound) and the secret (console.secrets) -----------------------
     # An endpoint is checked when an administrator saves it (clean: the admin form), when someone picks it
-    # (check: datasets, preview rooms, scenario runs) and when it is called (as_config, on the worker), so a row
+    # (check_usable: datasets, preview rooms, scenario runs) and when it is called (as_config, on the worker), so a row
     # edited behind the form's back is refused at use with a clear error.
 
     @staticmethod
@@ -178,7 +178,7 @@ class ModelEndpoint(models.Model):
 
         return check_url(url, settings.HAT_OUTBOUND_HOSTS)
 
-    def check(self) -> None:
+    def check_usable(self) -> None:
         """OutboundRefused (naming this endpoint) when it may not be used: its URL, or a secret name outside
         the administrators' set. Reads no secret value."""
         from console import secrets
@@ -217,7 +217,7 @@ class ModelEndpoint(models.Model):
         from streams.engine.client import ModelEndpoint as EndpointConfig
         from streams.engine.outbound import OutboundRefused
 
-        self.check()
+        self.check_usable()
         api_key = ""
         if self.api_key_secret:
             try:

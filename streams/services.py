@@ -176,7 +176,7 @@ def _check_endpoint(endpoint: ModelEndpoint) -> None:
     """A room or run may only be opened on an endpoint the outbound check lets through (located at
     ``endpoint``); it is checked again each time a turn calls it."""
     try:
-        endpoint.check()
+        endpoint.check_usable()
     except OutboundRefused as exc:
         raise ValidationFailed(str(exc), errors=[
             {"path": "endpoint", "message": str(exc)}]) from None

@@ -55,7 +55,7 @@ def _endpoint_row(e) -> dict[str, Any]:
     from streams.engine.outbound import OutboundRefused
 
     try:
-        e.check()
+        e.check_usable()
         usable = True
     except OutboundRefused:
         usable = False

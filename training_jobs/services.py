@@ -277,7 +277,7 @@ def _recipe_endpoint_records(recipe: Recipe | None) -> dict[str, Any]:
                                                                  "an administrator created"})
             continue
         try:
-            record.check()
+            record.check_usable()
         except OutboundRefused as exc:
             errors.append({"path": f"recipe.{field}", "message": str(exc)})
             continue
