@@ -82,13 +82,14 @@ class RecipeForm(forms.Form):
     recipe_json = forms.CharField(required=False, label="Recipe JSON (optional, replaces the recipe fields)",
                                   widget=forms.Textarea(attrs={"rows": 6, "class": "code"}))
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         scenario_ids = sorted(demo_scenarios())
         self.fields["scenarios"].choices = [(s, s) for s in scenario_ids]
         self.fields["scenarios"].initial = scenario_ids
         self.fields["versions"].choices = _version_choices()
-        self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms()]
+        # only rooms the user may see: another's private preview room is not theirs to train on
+        self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms(user=user)]
         endpoints = [(e.name, f"{e.name} · {e.model}") for e in model_endpoint_list()]
         self.fields["teacher"].choices = [("", "— none —")] + endpoints
         self.fields["judge"].choices = [("", "— none —")] + endpoints

@@ -232,14 +232,19 @@ def dataset_sample(*, dataset: Dataset, index: int) -> dict[str, Any]:
 # --- recorded turns (a sample source) -----------------------------------------------------------------------------
 
 
-def recordable_rooms(*, limit: int = 50) -> list[dict[str, Any]]:
-    """The latest preview rooms and scenario runs with answered turns, for the recipe form: ``{"id", "label"}``."""
+def recordable_rooms(*, user=None, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest preview rooms and scenario runs with answered turns, for the recipe form: ``{"id", "label"}``.
+    With ``user``: only those they may see (scenario runs, their own rooms and those they were invited to)."""
     from django.db.models import Count, Q
 
     from streams.models import PreviewRoom
 
-    rooms = (PreviewRoom.objects.select_related("harness_version__harness", "scenario")
-             .annotate(replies=Count("events", filter=Q(events__type="reply")))
+    rooms = PreviewRoom.objects.select_related("harness_version__harness", "scenario")
+    if user is not None:
+        rooms = rooms.filter(Q(kind=PreviewRoom.Kind.RUN) | Q(created_by=user) | Q(pk__in=PreviewRoom.members.through
+                                                                                   .objects.filter(user_id=user.pk)
+                                                                                   .values("previewroom_id")))
+    rooms = (rooms.annotate(replies=Count("events", filter=Q(events__type="reply")))
              .filter(replies__gt=0).order_by("-created_at")[:limit])
     out = []
     for r in rooms:

@@ -203,11 +203,14 @@ def version_manifests(refs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _check_rooms(room_ids: Sequence[str]) -> None:
-    """ValidationFailed (path ``sources.preview_rooms[i]``) for a room that does not exist."""
+def _check_rooms(room_ids: Sequence[str], user=None) -> None:
+    """ValidationFailed (path ``sources.preview_rooms[i]``) for a room that does not exist, or that ``user`` may
+    not see (another's private preview room: the same answer, see streams.selectors.preview_room_access)."""
     from streams.models import PreviewRoom
+    from streams.selectors import preview_room_access
 
-    known = {str(pk) for pk in PreviewRoom.objects.filter(pk__in=list(room_ids)).values_list("pk", flat=True)}
+    rooms = PreviewRoom.objects.filter(pk__in=list(room_ids))
+    known = {str(r.pk) for r in rooms if user is None or preview_room_access(user=user, room=r) is not None}
     errors = [{"path": f"sources.preview_rooms[{i}]", "message": f"no preview room or scenario run {r}"}
               for i, r in enumerate(room_ids) if r not in known]
     if errors:
@@ -232,7 +235,7 @@ def collect_samples(sources: Sources) -> tuple[list[Sample], dict[str, Any] | No
     return sources.collect(version_manifests(sources.versions), recorded=recorded), report
 
 
-def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | None, Sources]:
+def validate_build(*, kind: str, recipe: Any, sources: Any, user=None) -> tuple[Recipe | None, Sources]:
     """Parse and check a build request; ValidationFailed with every located error (``recipe.seed``,
     ``sources.scenarios``) when anything is wrong."""
     errors: list[dict[str, str]] = []
@@ -254,7 +257,7 @@ def validate_build(*, kind: str, recipe: Any, sources: Any) -> tuple[Recipe | No
     if errors:
         raise ValidationFailed("the dataset request is invalid", errors=errors)
     version_manifests(parsed_sources.versions)
-    _check_rooms(parsed_sources.preview_rooms)
+    _check_rooms(parsed_sources.preview_rooms, user)  # user None: the command line, which sees every room
     _recipe_endpoint_records(parsed_recipe)
     return parsed_recipe, parsed_sources
 
@@ -309,7 +312,7 @@ def dataset_build_start(*, user, kind: str = Dataset.Kind.HSA, recipe: Any = Non
     also queues a fixed-harness build over the same samples (``baseline_of`` the HSA one). Returns the (HSA)
     dataset; raises ValidationFailed (400, located errors) and saves nothing when the request is invalid."""
     _require(user, roles.BUILD_DATASET, "build datasets")
-    parsed_recipe, parsed_sources = validate_build(kind=kind, recipe=recipe, sources=sources)
+    parsed_recipe, parsed_sources = validate_build(kind=kind, recipe=recipe, sources=sources, user=user)
     name = (name or parsed_recipe.name).strip()[:120] or parsed_recipe.name
     recipe_json = parsed_recipe.model_dump(mode="json")
     sources_json = parsed_sources.model_dump(mode="json")

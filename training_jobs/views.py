@@ -60,7 +60,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @role_required(roles.BUILD_DATASET)
 @require_http_methods(["GET", "POST"])
 def dataset_new(request: HttpRequest) -> HttpResponse:
-    form = RecipeForm(request.POST or None)
+    form = RecipeForm(request.POST or None, user=request.user)
     error = None
     if request.method == "POST" and form.is_valid():
         req = form.request()

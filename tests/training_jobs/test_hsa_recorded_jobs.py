@@ -31,9 +31,10 @@ def _turn(room, user, text, django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def recorded_rooms(manager, harness_with_history, scripted_model, scripted_endpoint,  # noqa: F811
+def recorded_rooms(manager, ml_staff, harness_with_history, scripted_model, scripted_endpoint,  # noqa: F811
                    django_capture_on_commit_callbacks):
-    """An approved-version room with a right answer and a chatty one, and a draft-version room."""
+    """An approved-version room with a right answer and a chatty one, and a draft-version room: cm_alice's, who
+    invited ml_erin into both (a private room is a dataset source only for the people in it)."""
     approved = preview.preview_open(user=manager, version=harness_with_history["v1"], endpoint=scripted_model)
     price_script(scripted_endpoint, FLASH)
     assert _turn(approved, manager, "how much is #101?", django_capture_on_commit_callbacks).reply == FLASH
@@ -42,6 +43,8 @@ def recorded_rooms(manager, harness_with_history, scripted_model, scripted_endpo
     draft = preview.preview_open(user=manager, version=harness_with_history["v3"], endpoint=scripted_model)
     scripted_endpoint.add(reply("Welcome in, lovely to see you here tonight!"))
     _turn(draft, manager, "hi there", django_capture_on_commit_callbacks)
+    for room in (approved, draft):
+        preview.preview_member_add(user=manager, room=room, username=ml_staff.username)
     return approved, draft
 
 
@@ -121,3 +124,18 @@ def test_the_compose_form_offers_recorded_rooms(client, ml_staff, recorded_rooms
     assert client.post("/datasets/new/", _form(preview_rooms=[str(approved.pk)], scenarios=[])).status_code == 302
     d = Dataset.objects.get(kind="hsa")
     assert d.sources["preview_rooms"] == [str(approved.pk)] and d.sources["scenarios"] == []
+
+
+@pytest.mark.django_db
+def test_a_private_room_is_a_source_only_for_the_people_in_it(client, ml_staff2, recorded_rooms, queued_tasks):
+    """ml_judy was not invited into cm_alice's rooms: the composer does not offer them and a request naming one
+    is refused as if it did not exist (issue 10, point 8)."""
+    approved, draft = recorded_rooms
+    client.force_login(ml_staff2)
+    page = client.get("/datasets/new/").content.decode()
+    assert str(approved.pk) not in page and str(draft.pk) not in page
+    with pytest.raises(ValidationFailed) as exc:
+        services.dataset_build_start(user=ml_staff2, sources={**NO_SCENARIOS, "preview_rooms": [str(approved.pk)]})
+    assert exc.value.errors == [{"path": "sources.preview_rooms[0]",
+                                 "message": f"no preview room or scenario run {approved.pk}"}]
+    assert not Dataset.objects.exists() and queued_tasks == []
