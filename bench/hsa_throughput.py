@@ -19,7 +19,8 @@ augmented rows/s >= ``--target``; exit status 1 on FAIL.
 
 ``--stream-to DIR`` measures the streaming writer instead (:func:`training_jobs.hsa.dataset.build_to_disk`: rows
 written to an Arrow file as they are made, then ``save_to_disk``), in this process only, so the peak RSS it
-prints is the streamed build's (the in-memory build is not run). Its rate includes the writing.
+prints is the streamed build's (the in-memory build is not run). Its rate includes the writing. DIR must be new
+or empty (refused otherwise: the build replaces ``DIR/dataset``).
 """
 
 from __future__ import annotations
@@ -59,8 +60,12 @@ def main() -> int:
     ap.add_argument("--target", type=float, default=5000.0)
     ap.add_argument("--repeat", type=int, default=3, help="augmented builds to time (the median is judged: this "
                     "machine is shared, and one run can be a third slower than the next)")
-    ap.add_argument("--stream-to", default=None, help="measure build_to_disk into this folder instead")
+    ap.add_argument("--stream-to", default=None,
+                    help="measure build_to_disk into this new (or empty) folder instead")
     args = ap.parse_args()
+    if args.stream_to and Path(args.stream_to).exists() and any(Path(args.stream_to).iterdir()):
+        # build_to_disk replaces DIR/dataset (and removes it on failure): never over something that was there
+        ap.error(f"--stream-to {args.stream_to}: the folder exists and is not empty; give a new one")
 
     t0 = time.perf_counter()
     base = []

@@ -79,16 +79,20 @@ class Alternator:
     """Hands the turn between the sides in pair order and times each side's steps (see the module docstring).
     A side that ends (or fails) is marked done; the other then runs on alone, so no thread waits forever."""
 
-    def __init__(self, sides: tuple[str, str] = SIDES, *, clock=time.perf_counter, timeout_s: float = 600.0):
+    def __init__(self, sides: tuple[str, str] = SIDES, *, clock=time.perf_counter, cpu_clock=time.process_time,
+                 timeout_s: float = 600.0):
         self.sides = sides
-        self.clock = clock
+        self.clock, self.cpu_clock = clock, cpu_clock
         self.timeout_s = timeout_s
         self.cond = threading.Condition()
         self.ready: set[str] = set()
         self.ended: set[str] = set()
         self.holder: str | None = None
-        self.started_at = 0.0
-        self.times: dict[str, list[float]] = {s: [] for s in sides}
+        self.started_at = self.cpu_started_at = 0.0
+        self.times: dict[str, list[float]] = {s: [] for s in sides}  # wall seconds per step
+        # CPU seconds of the whole process per step: only one side computes at a time, so this is that step's
+        # CPU, and it counts no time spent waiting for a core other programs hold (less noise on a shared machine)
+        self.cpu_times: dict[str, list[float]] = {s: [] for s in sides}
         self.trace: list[str] = []  # who ran, in time order
 
     def _may_go(self, side: str) -> bool:
@@ -109,7 +113,7 @@ class Alternator:
             self.cond.notify_all()
             if not self.cond.wait_for(lambda: self._may_go(side), timeout=self.timeout_s):
                 raise TimeoutError(f"{side}: no turn within {self.timeout_s:.0f} s (the other side hangs?)")
-            self.holder, self.started_at = side, self.clock()
+            self.holder, self.started_at, self.cpu_started_at = side, self.clock(), self.cpu_clock()
             self.trace.append(side)
 
     def wait_ready(self, side: str) -> None:
@@ -132,6 +136,7 @@ class Alternator:
     def _release(self, side: str) -> None:
         if self.holder == side:
             self.times[side].append(self.clock() - self.started_at)
+            self.cpu_times[side].append(self.cpu_clock() - self.cpu_started_at)
             self.holder = None
 
     def callback(self, side: str):

@@ -215,6 +215,18 @@ def test_a_bench_refuses_an_existing_database(script, sentinels):
     assert _sentinel_intact(sentinels) and _sentinel_intact(f"test_{sentinels}")
 
 
+def test_hsa_throughput_refuses_to_stream_into_a_folder_with_something_in_it(tmp_path):
+    """``build_to_disk`` replaces DIR/dataset (and removes it on failure): a folder with data in it is refused."""
+    kept = tmp_path / "dataset" / "someone's.arrow"
+    kept.parent.mkdir()
+    kept.write_text("not the bench's")
+    proc = subprocess.run([sys.executable, str(BENCH / "hsa_throughput.py"), "--stream-to", str(tmp_path),
+                           "--rows", "40", "--tiny", "10", "--data", "tiny", "--repeat", "1", "--variants", "2",
+                           "--pool", "4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "exists and is not empty" in proc.stderr, proc.stderr[-2000:]
+    assert kept.read_text() == "not the bench's"
+
+
 # --- the stage-1 bench's pairs ------------------------------------------------------------------------------------
 
 
@@ -275,6 +287,8 @@ def test_two_threads_take_turns_step_by_step_in_alternating_pairs():
     assert max(n for _, _, n in log) == 1  # never two steps at once
     assert log[0][1] - started >= 0.3  # the first step waited for the slow side's setup
     assert len(alternator.times["plain"]) == len(alternator.times["job"]) == 6
+    assert len(alternator.cpu_times["plain"]) == len(alternator.cpu_times["job"]) == 6
+    assert all(t >= 0.01 for t in alternator.times["plain"] + alternator.times["job"])  # each step's own sleep
 
 
 def test_a_side_that_fails_does_not_hang_the_other():
