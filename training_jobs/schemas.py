@@ -49,10 +49,11 @@ class Sources(BaseModel):
     versions: list[str] = Field(default_factory=list, description="Approved harness versions ('slug@number') "
                                 "the scenarios are also answered under.")
     tiny_gold: int = Field(0, ge=0, le=1_000_000, description="Samples from the tiny model's gold generator.")
-    tiny_gold_seed: int = Field(0, ge=0, description="Seed of the tiny gold generator.")
+    tiny_gold_seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the tiny gold generator.")
     preview_rooms: list[str] = Field(default_factory=list, description="Preview rooms and scenario runs (ids) "
                                      "whose recorded turns become samples when the reference policy agrees.")
-    max_samples: int | None = Field(None, ge=1, description="Keep at most this many samples (evenly spaced).")
+    max_samples: int | None = Field(None, ge=1, le=10_000_000, description="Keep at most this many samples "
+                                                                          "(evenly spaced).")
 
     @field_validator("scenarios")
     @classmethod

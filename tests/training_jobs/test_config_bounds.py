@@ -66,3 +66,12 @@ def test_reward_weight_names_are_the_rl_stages():
 
     assert config.REWARD_WEIGHT_NAMES == (*rl.REWARD_NAMES, "reasoning_length")
     assert RLStageConfig().reward_weights.keys() <= set(config.REWARD_WEIGHT_NAMES)
+
+
+@pytest.mark.parametrize("field, value", [("tiny_gold_seed", 2**32), ("max_samples", 10**12)])
+def test_dataset_sources_are_bounded(field, value):
+    from training_jobs.schemas import Sources
+
+    with pytest.raises(ValidationError) as caught:
+        Sources.model_validate({"scenarios": [], field: value})
+    assert [e["loc"] for e in caught.value.errors()] == [(field,)]
