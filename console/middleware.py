@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils.html import format_html
 
@@ -48,16 +48,15 @@ def error_response(request: HttpRequest, status: int, code: str, message: str, p
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bad request</title></head>'
         "<body><h1>Bad request</h1><p>{}{}</p><p><a href=\"/\">Back to the console</a></p></body></html>",
         message, where)
-    response = HttpResponseBadRequest(page) if status == 400 else HttpResponse(page, status=status)
-    return response
+    return HttpResponse(page, status=status)
 
 
-def _nul_in_pairs(pairs, prefix: str = "") -> str | None:
+def _nul_in_pairs(pairs) -> str | None:
     for key, values in pairs:
         if NUL in key:
-            return f"{prefix}{key.replace(NUL, '?')}"
+            return key.replace(NUL, "?")
         if any(NUL in value for value in values):
-            return f"{prefix}{key}"
+            return key
     return None
 
 
