@@ -2,11 +2,14 @@
 
 from django.urls import path, re_path
 from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
+from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
 
+from console import signin
 from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
@@ -18,13 +21,28 @@ from training_jobs import apis as training_apis
     description="Exchange a username and password for an API token; send it as 'Authorization: Token <key>'.",
     request=AuthTokenSerializer,
     responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()}),
-               400: ErrorSerializer, 413: ErrorSerializer},
+               400: ErrorSerializer, 413: ErrorSerializer, 429: ErrorSerializer},
 ))
 class TokenApi(ObtainAuthToken):
     # No authentication to get a token (a stale session or token header must not turn this into a 401/403);
     # bodies through the same safe JSON parser as every other API view.
     authentication_classes: list = []
     parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
+
+    def post(self, request, *args, **kwargs):
+        """Password guessing waits like on the login page (console.signin): 429 with Retry-After."""
+        username = str(request.data.get("username", "")) if hasattr(request.data, "get") else ""
+        wait = signin.signin_retry_after(username, request)
+        if wait:
+            raise exceptions.Throttled(wait=wait, detail=signin.retry_message(wait))
+        serializer = self.get_serializer(data=request.data)
+        if not serializer.is_valid():
+            signin.signin_failed(username, request)
+            raise exceptions.ValidationError(serializer.errors)
+        user = serializer.validated_data["user"]
+        signin.signin_succeeded(username, request)
+        token, _created = Token.objects.get_or_create(user=user)
+        return Response({"token": token.key})
 
 
 H = "harnesses/<slug:slug>/"

@@ -79,3 +79,17 @@ def test_a_cache_outage_does_not_lock_everyone_out(client, manager, limits, sett
                                    "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2}}}
     assert _login(client, manager.username, "wrong").status_code == 200
     assert _login(client, manager.username, PASSWORD).status_code == 302
+
+
+def test_the_token_endpoint_counts_the_same_failures(client, manager, limits):
+    """Guessing through the API is no way around the login page's limit (and vice versa)."""
+    for _ in range(2):
+        r = client.post("/api/auth/token/", {"username": manager.username, "password": "wrong"},
+                        REMOTE_ADDR="10.0.0.1")
+        assert r.status_code == 400
+    _login(client, manager.username, "wrong")  # the third failure, on the page
+    r = client.post("/api/auth/token/", {"username": manager.username, "password": PASSWORD}, REMOTE_ADDR="10.0.0.1")
+    assert r.status_code == 429 and int(r["Retry-After"]) >= 1
+    assert r.json()["code"] == "throttled" and "Too many failed sign-ins" in r.json()["detail"]
+    ok = client.post("/api/auth/token/", {"username": manager.username, "password": PASSWORD}, REMOTE_ADDR="10.0.0.2")
+    assert ok.status_code == 200 and ok.json()["token"]
