@@ -21,6 +21,11 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 PIP := $(BIN)/pip install --disable-pip-version-check -q
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
+# With debug off the console refuses to start without a secret key (console/config.py). On this machine one is
+# made once, never committed; HAT_SECRET_KEY, when set, wins over the file.
+KEY_FILE := $(abspath var/secret_key)
+export HAT_SECRET_KEY_FILE ?= $(KEY_FILE)
+
 .PHONY: help install run worker worker-default worker-gpu scheduler web model-server migrate seed test bench clean lock
 
 help:
@@ -39,7 +44,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
-install: $(VENV)/.installed
+$(KEY_FILE):
+	mkdir -p $(dir $@)
+	umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
+
+install: $(VENV)/.installed $(KEY_FILE)
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput

@@ -3,8 +3,9 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/9 \\
         .venv/bin/python bench/db_load.py [--rps 20] [--viewers 50] [--seconds 60] [--modes pool,no-pool]
 
-DATABASE_URL names the server only: the bench creates its own scratch database (``hat_dbload_<pid>_<hex>``),
-migrates and seeds it, and drops exactly that database at the end (also on failure or Ctrl-C). For each mode
+DATABASE_URL names the server only: the bench creates its own scratch database (``hat_dbload_<pid>_<hex>``,
+:mod:`bench.scratch_db`), migrates and seeds it, and drops exactly that database at the end (also on failure,
+Ctrl-C or SIGTERM). For each mode
 it starts daphne (``console.asgi``) on that database and REDIS_URL (the Redis channel layer) with
 - ``pool``: Django's psycopg pool, ``HAT_DB_POOL_MAX`` (default 8) connections for the web process;
 - ``no-pool``: ``HAT_DB_POOL_MAX=0``, a connection opened and closed per request (``CONN_MAX_AGE=0``);
@@ -38,6 +39,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from scratch_db import ScratchDatabase, ScratchRefused, server_url  # noqa: E402
 
 PATHS = ["/", "/harnesses/", "/api/harnesses/", "/preview/", "/api/audit/", "/timeline/", "/health/live"]
 # the bench process itself: its ORM connection (seed, session) and the pg_stat_activity probe
@@ -55,31 +59,10 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def _server_url(db_url: str, name: str) -> str:
-    parts = urlsplit(db_url)
-    return urlunsplit(("postgresql", parts.netloc, f"/{name}", "", ""))
-
-
 def _admin(db_url: str):
     import psycopg
 
-    return psycopg.connect(_server_url(db_url, "postgres"), autocommit=True)
-
-
-def scratch_create(db_url: str) -> str:
-    """A new database with a name nobody else uses; refuses to reuse one that exists."""
-    name = f"hat_dbload_{os.getpid()}_{secrets.token_hex(4)}"
-    with _admin(db_url) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            raise RuntimeError(f"database {name} already exists: not touching it")
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name
-
-
-def scratch_drop(db_url: str, name: str) -> None:
-    assert name.startswith("hat_dbload_"), name  # only ever what scratch_create made
-    with _admin(db_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return psycopg.connect(server_url(db_url, "postgres"), autocommit=True)
 
 
 class ConnectionProbe(threading.Thread):
@@ -209,7 +192,7 @@ async def one_mode(url: str, cookie: str, room_id: str, args) -> dict:
     return {"load": load, "viewers": await viewers}
 
 
-def prepare(db_url: str, name: str, env: dict) -> tuple[str, str]:
+def prepare(env: dict) -> tuple[str, str]:
     """Migrate + seed the scratch database; a session cookie for alice and a preview room she owns."""
     for cmd in (["migrate", "--noinput", "-v", "0"], ["seed_demo"]):
         done = subprocess.run([sys.executable, "manage.py", *cmd], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -260,34 +243,15 @@ def report(mode: str, out: dict, samples: list[int], bound: int | None) -> bool:
     return ok and (bound is None or peak <= bound)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rps", type=float, default=20.0)
-    p.add_argument("--viewers", type=int, default=50)
-    p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--modes", default="pool,no-pool", help="comma-separated: pool, no-pool")
-    p.add_argument("--pool-max", type=int, default=8, help="HAT_DB_POOL_MAX of the pooled mode")
-    args = p.parse_args()
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if any(m not in ("pool", "no-pool") for m in modes):
-        p.error("--modes takes pool and/or no-pool")
-    db_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
-    if not db_url.startswith(("postgres://", "postgresql://")) or not redis_url.startswith("redis"):
-        print("set DATABASE_URL=postgres://... (the server; the bench makes its own database) and "
-              "REDIS_URL=redis://.../<db>", file=sys.stderr)
-        return 2
-
-    logdir = Path(os.environ.get("HAT_DATA_DIR", ROOT / "var")) / "bench"
-    logdir.mkdir(parents=True, exist_ok=True)
-    name = scratch_create(db_url)
+def run_modes(args, modes: list[str], db_url: str, redis_url: str, scratch: ScratchDatabase, logdir: Path) -> bool:
+    name = scratch.name
     log(f"scratch database {name}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    env = dict(os.environ, DATABASE_URL=_server_url(db_url, name).replace("postgresql://", "postgres://", 1),
-               REDIS_URL=redis_url, HAT_LOG_LEVEL="WARNING", HAT_DB_POOL_MAX="0",
+    env = dict(os.environ, DATABASE_URL=scratch.url, REDIS_URL=redis_url, HAT_LOG_LEVEL="WARNING", HAT_DB_POOL_MAX="0",
                HAT_SECRET_KEY=os.environ.get("HAT_SECRET_KEY") or secrets.token_urlsafe(50),
                HAT_DATA_DIR=str(logdir / name))
     passed = True
     try:
-        cookie, room_id = prepare(db_url, name, env)
+        cookie, room_id = prepare(env)
         for mode in modes:
             pool_max = args.pool_max if mode == "pool" else 0
             proc, url = start_daphne(dict(env, HAT_DB_POOL_MAX=str(pool_max)), logdir / f"db_load-{mode}.log")
@@ -302,13 +266,40 @@ def main() -> int:
             bound = pool_max + BENCH_OWN_CONNECTIONS if mode == "pool" else None
             ok = report(mode, out, samples, bound)
             passed = passed and (ok or mode != "pool")
-    finally:
+    finally:  # the scratch database is dropped next: no connection of this process may hold it
         with contextlib.suppress(Exception):
             from django.db import connections
 
             connections.close_all()
-        scratch_drop(db_url, name)
-        log(f"dropped {name}")
+    return passed
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rps", type=float, default=20.0)
+    p.add_argument("--viewers", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--modes", default="pool,no-pool", help="comma-separated: pool, no-pool")
+    p.add_argument("--pool-max", type=int, default=8, help="HAT_DB_POOL_MAX of the pooled mode")
+    p.add_argument("--scratch-db", default=None, help="name of the scratch database to create (refused if it exists)")
+    args = p.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if any(m not in ("pool", "no-pool") for m in modes):
+        p.error("--modes takes pool and/or no-pool")
+    db_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
+    if not db_url.startswith(("postgres://", "postgresql://")) or not redis_url.startswith("redis"):
+        print("set DATABASE_URL=postgres://... (the server; the bench makes its own database) and "
+              "REDIS_URL=redis://.../<db>", file=sys.stderr)
+        return 2
+
+    logdir = Path(os.environ.get("HAT_DATA_DIR", ROOT / "var")) / "bench"
+    logdir.mkdir(parents=True, exist_ok=True)
+    try:
+        with ScratchDatabase(db_url, "hat_dbload", name=args.scratch_db, log=log) as scratch:
+            passed = run_modes(args, modes, db_url, redis_url, scratch, logdir)
+    except ScratchRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
     print(f"\n{'PASS' if passed else 'FAIL'}: pooled web process, 0 errors and a bounded connection count")
     return 0 if passed else 1
 

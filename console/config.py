@@ -36,7 +36,7 @@ class ConsoleSettings(BaseSettings):
     signin_window_s: float = Field(default=900.0, ge=10, le=86400, description="how long failed sign-ins count")
     # PostgreSQL: Django's psycopg pool, one per process (web, each worker process, each command).
     db_pool_min: int = Field(default=1, ge=0, le=100, description="connections a process keeps open")
-    db_pool_max: int = Field(default=0, ge=0, le=200, description="most connections a process opens "
+    db_pool_max: int = Field(default=8, ge=0, le=200, description="most connections a process opens "
                              "(0: no pool, one connection per thread closed after each request)")
     db_pool_timeout_s: float = Field(default=10.0, gt=0, le=300, description="a request waits this long for "
                                      "a free connection, then fails")

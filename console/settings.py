@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dj_database_url
 
-from console.config import BASE_DIR, _development_key, load_settings
+from console.config import BASE_DIR, load_settings, resolve_secret_key
 
 ENV = load_settings()
 ENV.data_dir.mkdir(parents=True, exist_ok=True)
 
 DEBUG = ENV.debug
-SECRET_KEY = ENV.secret_key or _development_key(ENV.data_dir)  # TEMP: resolve_secret_key once helpers finish
+SECRET_KEY = resolve_secret_key(ENV)  # refuses to start with debug off and no key
 ALLOWED_HOSTS = ENV.allowed_hosts
 CSRF_TRUSTED_ORIGINS = ENV.csrf_trusted_origins
 

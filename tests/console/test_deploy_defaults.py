@@ -60,7 +60,9 @@ def test_a_short_or_missing_key_file_is_refused(tmp_path):
         resolve_secret_key(ConsoleSettings(secret_key_file=tmp_path / "absent"))
 
 
-def test_debug_without_a_key_generates_one_per_data_folder_not_a_committed_one(tmp_path):
+def test_debug_without_a_key_generates_one_per_data_folder_not_a_committed_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("HAT_SECRET_KEY", raising=False)
+    monkeypatch.delenv("HAT_SECRET_KEY_FILE", raising=False)
     first = resolve_secret_key(ConsoleSettings(debug=True, data_dir=tmp_path / "a"))
     again = resolve_secret_key(ConsoleSettings(debug=True, data_dir=tmp_path / "a"))
     other = resolve_secret_key(ConsoleSettings(debug=True, data_dir=tmp_path / "b"))
