@@ -153,7 +153,8 @@ def test_scratch_database_leaves_a_database_someone_else_made_under_its_name():
 # --- the benches, run as scripts --------------------------------------------------------------------------------
 
 BENCHES = {  # script, its scratch prefix, small arguments
-    "registry_bench": ("hat_bench", ["--versions", "12", "--requests", "1", "--warmup", "1", "--budget-s", "1"]),
+    # long enough (~10 s) that the interrupt lands while it works, even when polling for its database is slow
+    "registry_bench": ("hat_bench", ["--versions", "300", "--requests", "40", "--warmup", "1", "--budget-s", "3"]),
     "hat_stage1": ("hat_stage1", ["--steps", "2", "--repeat", "1", "--no-pipeline"]),
     "preview_ttft": ("hat_ttft", ["--viewers", "1", "--turns", "1"]),
 }

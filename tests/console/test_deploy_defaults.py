@@ -18,7 +18,9 @@ PROD_KEY = "k" * 20 + "Zq9-x_7Lr2Vb8Np4Ws6Yt1Mc3Hd5Gf0Jk" + "e" * 10
 
 
 def _clean_env(tmp_path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HAT_")}
+    # a production-like process: none of the console's settings, and none of what test modules set for themselves
+    # (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE, which check --deploy rightly refuses)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HAT_", "DJANGO_"))}
     env.update(HAT_DATA_DIR=str(tmp_path / "var"), DJANGO_SETTINGS_MODULE="console.settings", **extra)
     return env
 

@@ -4,6 +4,7 @@ workers; a Redis outage through a TCP proxy."""
 import socket
 import time
 import uuid
+from unittest import mock
 
 import pytest
 from django.conf import settings
@@ -94,8 +95,11 @@ def test_a_busy_worker_is_reported_busy_and_ready(client, operator, ml_staff):
     proc, log = start_worker(f"{own},celery,gpu", log_name=f"{own}.log", pool=WORKER_POOL, options=WORKER_OPTIONS)
     name = f"{own}@{socket.gethostname()}"  # as start_worker names it
     try:
-        d = services.dataset_build_start(user=ml_staff, recipe={"variants_per_sample": 8},
-                                         sources={"scenarios": [], "tiny_gold": 20000})
+        # the build goes to this worker's own queue only: the service would send it to the default queue, where
+        # another test worker of the session may take it first (then this one runs nothing and stays idle)
+        with mock.patch.object(services, "_enqueue"):
+            d = services.dataset_build_start(user=ml_staff, recipe={"variants_per_sample": 8},
+                                             sources={"scenarios": [], "tiny_gold": 20000})
         tasks.dataset_build.apply_async(args=(str(d.pk),), queue=own)
         client.force_login(operator)
         deadline = time.monotonic() + 60
