@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
+WATCHDOG_S = 120.0  # a stopped bench that is still running after this long is ended (see _install_signals)
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # PostgreSQL keeps 63 bytes; no quoting surprises
 
 
@@ -131,10 +132,23 @@ class ScratchDatabase:
             return
 
         def stop(signum, _frame):
+            # The SystemExit runs the bench's finally blocks (its subprocesses, then this database). Raised while the
+            # interpreter runs a callback (a weakref's, an import lock's) it is printed and dropped instead, and the
+            # bench would go on: a watchdog thread then drops the database itself and ends the process.
+            watchdog = threading.Timer(WATCHDOG_S, self._last_resort, args=(signum,))
+            watchdog.daemon = True
+            watchdog.start()
             raise SystemExit(128 + signum)
 
         for sig in (signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, stop)
+
+    def _last_resort(self, signum: int) -> None:
+        self.log(f"still running {WATCHDOG_S:.0f} s after signal {signum}: dropping the scratch database and exiting")
+        try:
+            self.drop()
+        finally:
+            os._exit(128 + signum)
 
     def _restore_signals(self) -> None:
         for sig, handler in self._old_handlers.items():

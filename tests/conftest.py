@@ -161,6 +161,19 @@ def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log
     return proc, log
 
 
+def dataset_build_on(queue: str, *, user, recipe: dict, sources: dict):
+    """Start a dataset build whose task goes to ``queue`` only (a test worker's own). The service sends it to the
+    default queue, where the session's test worker may take it first and stay busy with it through later tests."""
+    from unittest import mock
+
+    from training_jobs import services, tasks
+
+    with mock.patch.object(services, "_enqueue"):
+        dataset = services.dataset_build_start(user=user, recipe=recipe, sources=sources)
+    tasks.dataset_build.apply_async(args=(str(dataset.pk),), queue=queue)
+    return dataset
+
+
 def stop_worker(proc, log) -> None:
     import subprocess
 

@@ -162,8 +162,11 @@ BENCHES = {  # script, its scratch prefix, small arguments
 
 def _start(script: str, sentinel: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ, DATABASE_URL=_url(sentinel), HAT_LOG_LEVEL="WARNING")
+    # SIGINT back to its default in the bench: under a shell's background job (CI) it is inherited as ignored,
+    # and Python then installs no KeyboardInterrupt handler, so a "Ctrl-C" would never reach the bench
     return subprocess.Popen([sys.executable, str(BENCH / f"{script}.py"), *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _finish(proc: subprocess.Popen, timeout: float) -> str:

@@ -4,14 +4,13 @@ workers; a Redis outage through a TCP proxy."""
 import socket
 import time
 import uuid
-from unittest import mock
 
 import pytest
 from django.conf import settings
 
 from console import health
 from console.celery import WORKER_OPTIONS, WORKER_POOL
-from tests.conftest import start_worker, stop_worker
+from tests.conftest import dataset_build_on, start_worker, stop_worker
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.django_db
@@ -89,18 +88,12 @@ def test_post_is_not_allowed(client):
 def test_a_busy_worker_is_reported_busy_and_ready(client, operator, ml_staff):
     """The one worker of both queues runs a long job: readiness stays 200 and says what it runs (before, a ping
     task queued behind the job timed out: 503 for the whole job)."""
-    from training_jobs import services, tasks
-
     own = f"busy-{uuid.uuid4().hex[:6]}"
     proc, log = start_worker(f"{own},celery,gpu", log_name=f"{own}.log", pool=WORKER_POOL, options=WORKER_OPTIONS)
     name = f"{own}@{socket.gethostname()}"  # as start_worker names it
     try:
-        # the build goes to this worker's own queue only: the service would send it to the default queue, where
-        # another test worker of the session may take it first (then this one runs nothing and stays idle)
-        with mock.patch.object(services, "_enqueue"):
-            d = services.dataset_build_start(user=ml_staff, recipe={"variants_per_sample": 8},
-                                             sources={"scenarios": [], "tiny_gold": 20000})
-        tasks.dataset_build.apply_async(args=(str(d.pk),), queue=own)
+        dataset_build_on(own, user=ml_staff, recipe={"variants_per_sample": 8},
+                         sources={"scenarios": [], "tiny_gold": 20000})
         client.force_login(operator)
         deadline = time.monotonic() + 60
         while True:

@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 
 from console.scheduler import Scheduler, entries_from
-from tests.conftest import start_worker, stop_worker
-from training_jobs import services, tasks
+from tests.conftest import dataset_build_on, start_worker, stop_worker
+from training_jobs import services
 from training_jobs.models import Dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,9 +96,8 @@ def test_scheduler_fails_a_build_whose_worker_was_killed_with_no_worker_alive(ml
     proc, log = start_worker("scheduler-test", log_name="scheduler-test-worker.log", env_extra=env)
     sched, sched_log = start_scheduler(env)
     try:
-        d = services.dataset_build_start(user=ml_staff, recipe={"variants_per_sample": 8},
-                                         sources={"scenarios": [], "tiny_gold": 6000})
-        tasks.dataset_build.apply_async(args=(str(d.pk),), queue="scheduler-test")
+        d = dataset_build_on("scheduler-test", user=ml_staff, recipe={"variants_per_sample": 8},
+                             sources={"scenarios": [], "tiny_gold": 6000})
         deadline = time.monotonic() + 120
         while True:  # building, and beating from the worker
             d.refresh_from_db()

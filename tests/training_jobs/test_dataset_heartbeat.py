@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from console.heartbeat import Heartbeat
 from console.models import AuditEvent
-from tests.conftest import start_worker, stop_worker
+from tests.conftest import dataset_build_on, start_worker, stop_worker
 from training_jobs import services, tasks
 from training_jobs.models import Dataset
 
@@ -81,9 +81,8 @@ def test_a_killed_worker_is_detected_and_its_build_failed(ml_staff, settings):
     proc, log = start_worker("heartbeat-test", log_name="heartbeat-worker.log",
                              env_extra={"HAT_HEARTBEAT_EVERY_S": "0.3"})
     try:
-        d = services.dataset_build_start(user=ml_staff, recipe={"variants_per_sample": 8},
-                                         sources={"scenarios": [], "tiny_gold": 6000})
-        tasks.dataset_build.apply_async(args=(str(d.pk),), queue="heartbeat-test")
+        d = dataset_build_on("heartbeat-test", user=ml_staff, recipe={"variants_per_sample": 8},
+                             sources={"scenarios": [], "tiny_gold": 6000})
         deadline = time.monotonic() + 120
         while True:  # building rows, and beating from the worker
             d.refresh_from_db()
