@@ -10,6 +10,7 @@ import shutil
 import signal
 import threading
 import time
+from unittest import mock
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,8 +32,10 @@ CONFIG = {"max_steps": 6, "per_device_batch_size": 2, "learning_rate": 5e-3, "sa
 
 
 def _dataset(user, kind="hsa") -> Dataset:
-    d = services.dataset_build_start(user=user, kind=kind, recipe={"variants_per_sample": 2, "harness_pool_size": 2},
-                                     sources={"scenarios": [], "tiny_gold": 16, "tiny_gold_seed": 3})
+    with mock.patch.object(services, "_enqueue"):  # built here: the session's worker must not claim it first
+        d = services.dataset_build_start(user=user, kind=kind,
+                                         recipe={"variants_per_sample": 2, "harness_pool_size": 2},
+                                         sources={"scenarios": [], "tiny_gold": 16, "tiny_gold_seed": 3})
     d = services.dataset_build_run(dataset_id=d.pk)
     assert d.status == "succeeded", d.error
     return d
