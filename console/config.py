@@ -64,7 +64,7 @@ class ConsoleSettings(BaseSettings):
     heartbeat_stale_s: float = Field(default=40.0, gt=0, description="a running job silent for this long is "
                                      "marked failed (its worker died)")
     sweep_every_s: float = Field(default=10.0, gt=0, description="how often the scheduler runs the sweeps")
-    cancel_grace_s: float = Field(default=300.0, gt=0, description="a training job asked to stop that is still "
+    cancel_grace_s: float = Field(default=300.0, gt=0, description="a job asked to stop that is still "
                                   "running after this long has its Celery task revoked (terminated)")
     # Celery against a broker that can go away (Redis restarts, failovers): see the Celery section of settings.
     celery_default_queue: str = Field(default="celery", pattern=r"^[A-Za-z0-9_.-]{1,64}$",

@@ -177,15 +177,21 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 HEARTBEAT_EVERY_S = ENV.heartbeat_every_s
 HEARTBEAT_STALE_S = ENV.heartbeat_stale_s
-TRAINING_CANCEL_GRACE_S = ENV.cancel_grace_s
+# A job asked to stop that is still running this long after (a step that hangs) has its task revoked with SIGTERM
+# by the sweep (console.jobs); HAT_CANCEL_GRACE_S. TRAINING_CANCEL_GRACE_S: its former name.
+JOB_CANCEL_GRACE_S = ENV.cancel_grace_s
+TRAINING_CANCEL_GRACE_S = JOB_CANCEL_GRACE_S
 # The periodic sweeps, run by the scheduler process (`manage.py run_scheduler`, apart from the workers): it calls
-# each task's function in its own process, so a job whose worker died is failed even when no worker is alive.
+# each task's function in its own process, so a job whose worker died is ended even when no worker is alive. One
+# sweep covers every job kind (console.jobs.jobs_sweep_stalled); the play sweep re-sends lost clock ticks.
 CELERY_BEAT_SCHEDULE = {
+    "jobs-sweep-stalled": {"task": "console.jobs_sweep_stalled", "schedule": ENV.sweep_every_s},
+    # until every kind is on console.jobs:
     "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},
     "scenario-runs-sweep-stalled": {"task": "streams.scenario_runs_sweep_stalled", "schedule": ENV.sweep_every_s},
-    "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
     "training-jobs-sweep-stalled": {"task": "training_jobs.training_jobs_sweep_stalled",
                                     "schedule": ENV.sweep_every_s},
+    "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
