@@ -513,7 +513,8 @@ def _instances(template: W.Template, rooms: Sequence[EvalRoom], rng: random.Rand
         room = copy.deepcopy(er.room)
         ctx = _Ctx(room=room, viewer=rng.choice(W.VIEWERS))
         if wants_product:
-            ctx.p = rng.choice(products)
+            lid = rng.choice(products)["link_id"]  # the product of the case's own copy of the room
+            ctx.p = next(q for q in room["products"] if q["link_id"] == lid)
         if "p2" in tokens:
             others = [q for q in room["products"] if q is not ctx.p and names_for(room, q)]
             ctx.p2 = rng.choice(others)

@@ -118,9 +118,11 @@ class ExpectedToolCall(_Model):
 
 
 class ForbiddenClaim(_Model):
-    """Something a reply must not claim: ``pattern`` (a case-insensitive regular expression) when it can be
-    matched mechanically, ``text`` says it in words; ``allowed`` lists the figures that ARE backed for that
-    product and field (anything else of that kind is invented)."""
+    """Something a reply must not claim: ``pattern`` when it can be matched mechanically (a regular expression
+    searched case-insensitively in each sentence of the reply on its own, so a pattern can refuse sentences that
+    negate: see :func:`claim_hits`), ``text`` says it in words; ``allowed`` lists the figures that ARE backed for
+    that product and field (spoken form; any other figure of that kind is invented, and an empty list with a
+    figure kind means no figure is backed)."""
 
     kind: ClaimKind
     text: str = Field(default="", max_length=500, description="The claim in words, for reviewers.")
@@ -201,6 +203,17 @@ class EvalCase(_Model):
 
 
 _SKIP_SEMANTICS = "evals.skip_semantics"
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def claim_hits(claim: ForbiddenClaim, reply: str) -> list[str]:
+    """The sentences of ``reply`` that ``claim.pattern`` matches (case-insensitive, one sentence at a time);
+    [] when the claim has no pattern or nothing matches."""
+    if not claim.pattern:
+        return []
+    pattern = re.compile(claim.pattern, re.I)
+    return [s for s in _SENTENCE_SPLIT.split(reply) if s.strip() and pattern.search(s)]
 
 
 def _binding_errors(binding: str, arguments: Mapping[str, Any], at: str) -> list[FieldError]:
