@@ -23,7 +23,7 @@ Template = tuple[str, str, str, str]
 TEMPLATES: tuple[Template, ...] = (
     # --- price, by link id ---
     ("price", "any", "how much iz {l}", "typo link_id"),
-    ("price", "any", "{l} price pls", "slang link_id"),
+    ("price", "any", "{l} price pls, app wont load it", "slang link_id typo"),
     ("price", "any", "whats {l} cost rn", "slang link_id typo"),
     ("price", "any", "wait what's the price on {l} again? i missed it", "link_id"),
     ("price", "any", "PRICE FOR {L}??", "caps link_id"),
@@ -33,7 +33,7 @@ TEMPLATES: tuple[Template, ...] = (
     ("price", "any", "{l} $$?", "slang link_id"),
     ("price", "any", "mia can u tell me how much {l} is, thinking of getting two", "slang link_id"),
     # --- price, by name ---
-    ("price", "any", "how much is {n}", "named_product"),
+    ("price", "any", "mia how much is {n} again", "named_product"),
     ("price", "any", "hw much for {nt}", "named_product typo"),
     ("price", "any", "{n} price? asking for my sister lol", "named_product slang"),
     ("price", "any", "is {n} under 30 bucks?", "named_product"),
@@ -47,7 +47,7 @@ TEMPLATES: tuple[Template, ...] = (
     ("price", "noflash", "is {n} on sale or nah", "named_product slang"),
     # --- stock ---
     ("stock", "any", "how many {l} left", "link_id"),
-    ("stock", "any", "{n} still in stock?", "named_product"),
+    ("stock", "any", "{n} still in stock? my cart says no", "named_product"),
     ("stock", "sold_out", "is {n} sold out?? it wont let me add it", "named_product typo"),
     ("stock", "sold_out", "{l} out of stock or is my app broken", "link_id"),
     ("stock", "low", "how many {n} are left, dont want to miss out", "named_product typo"),
@@ -129,12 +129,12 @@ TEMPLATES: tuple[Template, ...] = (
     # --- things the room does not sell, links that do not exist ---
     ("notsold", "any", "do you sell {x}?", ""),
     ("notsold", "any", "any {x} tonight??", "slang"),
-    ("notsold", "any", "how much is the {x}", ""),
+    ("notsold", "any", "and the {x}, how much is that one", ""),
     ("notsold", "any", "wheres the {x} link, cant find it", "typo"),
     ("notsold", "any", "will u have {x} later in the show", "slang"),
     ("notsold", "any", "u guys got {x}? need one asap", "slang"),
-    ("badlink", "any", "how much is link {b}", ""),
-    ("badlink", "any", "#{b} price?", ""),
+    ("badlink", "any", "how much is link {b}? saw it on the screen earlier", ""),
+    ("badlink", "any", "#{b} price? the card is blurry", ""),
     ("badstock", "any", "is {b} in stock", ""),
     # --- orders and off-platform ---
     ("order", "any", "my package never showed up, ordered last week", ""),

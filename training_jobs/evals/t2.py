@@ -33,7 +33,8 @@ from typing import Any
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
 from streams.engine import hooks as H
 from streams.reference_policy import pick_reply_skill
-from training_jobs.evals.build_t1 import call, demo_manifest
+from training_jobs.evals.build_t1 import harness_manifest
+from training_jobs.evals.t1_labels import call
 from training_jobs.evals.cases import EvalCase, HarnessVariant, OperatorUse
 from training_jobs.hsa import names as N
 from training_jobs.hsa.operators import OPERATORS, _distinctive, harness_state, operator
@@ -146,7 +147,7 @@ def build_t2(t1_cases: Sequence[EvalCase], seed: int = DEFAULT_SEED, *,
     rng = random.Random(f"t2-order:{seed}")
     out: list[EvalCase] = []
     for t1 in t1_cases:
-        base = _base(t1.harness, base_manifests)
+        base = harness_manifest(t1.harness, base_manifests)
         slots = list(range(POOL_SIZE))
         rng.shuffle(slots)
         for slot in slots:
@@ -171,12 +172,6 @@ def build_t2(t1_cases: Sequence[EvalCase], seed: int = DEFAULT_SEED, *,
         if leaks:
             raise T2LeakError(leaks)
     return out
-
-
-def _base(name: str, base_manifests: Mapping[str, Manifest] | None) -> Manifest:
-    if base_manifests is not None and name in base_manifests:
-        return base_manifests[name]
-    return demo_manifest(name)
 
 
 # --- held-out terms and leakage ---------------------------------------------------------------------------------
@@ -259,7 +254,7 @@ def set_heldout_terms(cases: Sequence[EvalCase], *, base_manifests: Mapping[str,
     for case in cases:
         if case.harness_variant is None or case.harness_variant.kind != "heldout":
             continue
-        manifest = variant_manifest(case, _base(case.harness, base_manifests))
+        manifest = variant_manifest(case, harness_manifest(case.harness, base_manifests))
         for term, kind in heldout_terms(manifest).items():
             out.setdefault(term, (kind, []))[1].append(case.id)
     return out

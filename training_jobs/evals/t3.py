@@ -43,7 +43,7 @@ from typing import Any
 
 from harness_editor.schemas import TOOL_NAME_RE, Manifest, content_hash, manifest_to_json
 from streams.engine.faults import ToolFault
-from training_jobs.evals.build_t1 import demo_manifest
+from training_jobs.evals.build_t1 import harness_manifest
 from training_jobs.evals.cases import PERTURBATION_LEVELS, EvalCase, ForbiddenClaim, HarnessVariant
 from training_jobs.hsa.operators import (
     _is_decoy,
@@ -379,13 +379,12 @@ def build_t3(t1_cases: Sequence[EvalCase], seed: int = DEFAULT_SEED, *,
     out: list[EvalCase] = []
     for i in picked:
         t1 = with_tools[i]
-        base = base_manifests[t1.harness] if base_manifests and t1.harness in base_manifests else demo_manifest(
-            t1.harness)
+        base = harness_manifest(t1.harness, base_manifests)
         for level, noise in LEVELS.items():
             case_seed = _seed(f"t3:{seed}:{t1.id}:{level}")
             manifest, tool_map = perturb(base, noise, case_seed)
-            hv = HarnessVariant(kind="perturbation", seed=case_seed, level=level, noise=dict(noise),  # type: ignore[arg-type]
-                                tool_map=tool_map, harness_hash=content_hash(manifest))
+            hv = HarnessVariant(kind="perturbation", seed=case_seed, level=level,  # type: ignore[arg-type]
+                                noise=dict(noise), tool_map=tool_map, harness_hash=content_hash(manifest))
             out.append(_derived(t1, f"t3-{len(out) + 1:04d}", hv, ("perturbation", f"level_{level}"),
                                 f"t3:{seed}:{level}"))
     single = [c for c in t1_cases if "multi_question" not in c.tags and len(c.expected_tools) == 1
@@ -394,9 +393,9 @@ def build_t3(t1_cases: Sequence[EvalCase], seed: int = DEFAULT_SEED, *,
     for k, kind in enumerate(FAULT_KINDS):
         for t1 in order[k * FAULT_CASES_PER_KIND:(k + 1) * FAULT_CASES_PER_KIND]:
             binding = t1.expected_tools[0].binding
-            fault = ToolFault(binding=binding, kind=kind, delay_ms=SLOW_MS if kind == "slow" else 0)  # type: ignore[arg-type]
-            base = demo_manifest(t1.harness) if not base_manifests or t1.harness not in base_manifests else \
-                base_manifests[t1.harness]
+            delay = SLOW_MS if kind == "slow" else 0
+            fault = ToolFault(binding=binding, kind=kind, delay_ms=delay)  # type: ignore[arg-type]
+            base = harness_manifest(t1.harness, base_manifests)
             hv = HarnessVariant(kind="perturbation", seed=0, level="clean", harness_hash=content_hash(base))
             out.append(_derived(t1, f"t3-{len(out) + 1:04d}", hv, ("fault", f"fault_{kind}"), f"t3:{seed}:fault",
                                 tool_faults={binding: fault.model_dump()}, **_faulted(t1, kind)))
