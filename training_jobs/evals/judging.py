@@ -1,0 +1,105 @@
+"""Judging an eval case's turn with the one set of reply rules (:func:`streams.engine.rules.judge.judge_turn`).
+
+Evaluation adds nothing to the rules: it only turns an :class:`~training_jobs.evals.cases.EvalCase` into the
+rules' :class:`~streams.engine.rules.judge.Expectation` (gold facts, expected binding calls, the reply skills of
+the harness the case runs under, forbidden phrases) and a played turn into the calls and results the rules read,
+exactly as the RL rewards do for a rollout. A forbidden claim given as a regular expression (``pattern``) that
+the reply matches costs accuracy like any rule's claim problem.
+
+Which reply skills a case expects depends on the harness it runs under: the case's own ``expected_skills``
+when they exist there, else the reply skill each of its ``intents`` picks in that harness
+(:func:`streams.reference_policy.pick_reply_skill`: the same choice the reference policy makes), so a T1 case
+written for one harness can be run under another. Plain Python, no Django.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
+from streams.engine.events import SkillLoaded, ToolCallEvent, ToolResultEvent
+from streams.engine.rules.base import Problem
+from streams.engine.rules.judge import CallRecord, ExpectedCall, Expectation, GoldFact, Judgement, judge_turn
+from streams.engine.turn import TurnResult
+from training_jobs.hsa.judging import bound_call
+
+
+def reply_skills_for(case: Any, manifest: Manifest) -> tuple[str, ...]:
+    """The reply skills a correct turn loads under ``manifest`` (see the module docstring)."""
+    from streams.reference_policy import ReferencePolicyError, pick_reply_skill
+
+    have = {s.id for s in manifest.skills if s.kind == "reply"}
+    own = [s for s in case.expected_skills if s in have]
+    if own and len(own) == len(case.expected_skills):
+        return tuple(own)
+    picked: list[str] = []
+    for intent in case.intents:
+        try:
+            sid = pick_reply_skill(manifest, intent)
+        except ReferencePolicyError:
+            continue
+        if sid not in picked:
+            picked.append(sid)
+    return tuple(picked)
+
+
+def expectation_for(case: Any, manifest: Manifest) -> Expectation:
+    facts = tuple(GoldFact(value=f.say, link_id=f.link_id, field=f.field.rsplit(".", 1)[-1])
+                  for f in case.gold_facts)
+    calls = tuple(ExpectedCall(t.binding, dict(t.arguments)) for t in case.expected_tools if not t.optional)
+    return Expectation(facts=facts, calls=calls, reply_skills=reply_skills_for(case, manifest))
+
+
+def turn_calls(result: TurnResult, manifest: Manifest) -> tuple[list[CallRecord], list[Any], list[str]]:
+    """What the rules read of a played turn: its executed manifest-tool calls (bound, with success), the
+    results of the successful ones (what backs facts) and the skills loaded."""
+    results = {e.call_id: e for e in result.events if isinstance(e, ToolResultEvent)}
+    calls: list[CallRecord] = []
+    backing: list[Any] = []
+    for e in result.events:
+        if not isinstance(e, ToolCallEvent) or not e.valid or e.error is not None or e.name == LOAD_SKILL_TOOL:
+            continue
+        bound = bound_call(manifest, e.name, e.arguments)
+        res = results.get(e.call_id)
+        ok = res is not None and res.error is None and res.fault in (None, "slow")
+        if bound is not None:
+            calls.append(CallRecord(bound.binding, dict(bound.arguments), ok))
+        if ok and isinstance(res.result, dict) and res.binding is not None:
+            backing.append(res.result)
+    loaded = [e.skill_id for e in result.events if isinstance(e, SkillLoaded)]
+    return calls, backing, loaded
+
+
+def _pattern_problems(reply: str, case: Any) -> list[Problem]:
+    out = []
+    for claim in case.forbidden_claims:
+        if not claim.pattern:
+            continue
+        m = re.search(claim.pattern, reply, re.I)
+        if m is not None:
+            out.append(Problem("claims.case_forbidden", f"says {m.group(0)!r}: {claim.text or claim.kind}",
+                               span=(m.start(), m.end())))
+    return out
+
+
+def judge_case(*, result: TurnResult, manifest: Manifest, room: Mapping[str, Any], case: Any) -> Judgement:
+    """Judge one sample of an eval case (the runner's ``judge``): the one rule set, with the case as gold."""
+    calls, backing, loaded = turn_calls(result, manifest)
+    verdict = judge_turn(reply=result.reply, comments=[dict(c) for c in case.comments], room=room,
+                         tool_results=backing, loaded_skills=loaded, manifest=manifest,
+                         expectation=expectation_for(case, manifest), calls=calls,
+                         outcome="ok" if not result.fallback else (result.reason or "fallback"))
+    extra = _pattern_problems(result.reply, case) if not result.fallback else []
+    if not extra:
+        return verdict
+    return Judgement(0, verdict.effectiveness, tuple(verdict.problems) + tuple(extra),
+                     "; ".join(p.message for p in extra), *_rest(verdict))
+
+
+def _rest(verdict: Judgement) -> Sequence[Any]:
+    """The fields of a Judgement after accuracy_reason, whatever they are (kept as the rules set them)."""
+    names = [f for f in verdict.__dataclass_fields__ if f not in ("accuracy", "effectiveness", "problems",
+                                                                   "accuracy_reason")]
+    return [getattr(verdict, n) for n in names]
