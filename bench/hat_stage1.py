@@ -139,7 +139,7 @@ def interleaved_run(*, user, fixed, base, config: dict, work: Path, steps: int, 
                 bookkeeping.append(time.perf_counter() - t0)
         return wrapper
 
-    reporter = services._JobReporter
+    reporter = services.training.JobReporter
     with mock.patch.object(sft, "train_and_finish", timed_finish), \
             mock.patch.object(reporter, "report", timed(reporter.report)), \
             mock.patch.object(reporter, "log", timed(reporter.log)), \

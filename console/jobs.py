@@ -134,6 +134,12 @@ class Job(models.Model):
         return float(settings.HEARTBEAT_STALE_S)
 
     @classmethod
+    def stalled_filter(cls) -> Q:
+        """Narrows which running jobs the sweep may take for dead (default: all); e.g. not one paused on
+        purpose."""
+        return Q()
+
+    @classmethod
     def job_lock(cls, pk: Any) -> Job:
         """The row, locked for update, inside the caller's transaction. A kind whose related rows are also
         locked by its workers overrides this to lock them first, always in the same order (no deadlock)."""
@@ -383,7 +389,8 @@ def jobs_sweep_stalled(now: datetime | None = None, *, models: Iterable[type[Job
     """The one periodic sweep over every job model (``models``: only these): revoke overdue cancels, then end
     the running or cancelling jobs whose heartbeat (or start, if they never beat) is older than their kind's
     :meth:`Job.stale_after_s`: a job being cancelled ends cancelled, any other failed with the kind's
-    :meth:`Job.stalled_message`; :meth:`Job.on_stalled` cleans up first. Returns the ids of the jobs it ended.
+    :meth:`Job.stalled_message` (:meth:`Job.stalled_filter` may exempt some); :meth:`Job.on_stalled` cleans up
+    first. Returns the ids of the jobs it ended.
     Idempotent (a job is ended once; one its worker finished meanwhile is left alone)."""
     now = now or timezone.now()
     models = job_models() if models is None else list(models)
@@ -391,7 +398,7 @@ def jobs_sweep_stalled(now: datetime | None = None, *, models: Iterable[type[Job
     ended: list[str] = []
     for model in models:
         limit = stale_before(now, model.stale_after_s())
-        for pk in model.objects.filter(status__in=Job.IN_WORKER).filter(
+        for pk in model.objects.filter(status__in=Job.IN_WORKER).filter(model.stalled_filter()).filter(
                 Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit)
         ).values_list("pk", flat=True):
             with transaction.atomic():  # the worker may have come back and finished it meanwhile

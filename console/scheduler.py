@@ -1,7 +1,8 @@
 """The scheduler: runs the periodic sweeps of ``CELERY_BEAT_SCHEDULE`` in its own process.
 
-The sweeps find work whose worker died (a dataset build or training job that stopped beating, a scenario run
-whose clock stopped) and clocks that lost their tick with the broker. Run inside a worker (``celery worker -B``)
+The sweeps find work whose worker died (one sweep over every job kind, console.jobs.jobs_sweep_stalled: a dataset
+build, training job or scenario run that stopped beating; it also revokes cancels not honoured in time) and clocks
+that lost their tick with the broker. Run inside a worker (``celery worker -B``)
 they die with it, so a dead worker was never noticed. Here each entry's task function runs in this process
 (``Task.apply``: no broker, no worker), every ``schedule`` seconds; one failing sweep is logged and the others go
 on. Run exactly one (``manage.py run_scheduler``); a second is harmless, the sweeps are idempotent.

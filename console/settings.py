@@ -186,11 +186,6 @@ TRAINING_CANCEL_GRACE_S = JOB_CANCEL_GRACE_S
 # sweep covers every job kind (console.jobs.jobs_sweep_stalled); the play sweep re-sends lost clock ticks.
 CELERY_BEAT_SCHEDULE = {
     "jobs-sweep-stalled": {"task": "console.jobs_sweep_stalled", "schedule": ENV.sweep_every_s},
-    # until every kind is on console.jobs:
-    "datasets-sweep-stalled": {"task": "training_jobs.datasets_sweep_stalled", "schedule": ENV.sweep_every_s},
-    "scenario-runs-sweep-stalled": {"task": "streams.scenario_runs_sweep_stalled", "schedule": ENV.sweep_every_s},
-    "training-jobs-sweep-stalled": {"task": "training_jobs.training_jobs_sweep_stalled",
-                                    "schedule": ENV.sweep_every_s},
     "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
 }
 CELERY_TASK_SERIALIZER = "json"

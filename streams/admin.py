@@ -124,9 +124,13 @@ class PreviewRoomAdmin(admin.ModelAdmin):
 
     list_display = ("id", "kind", "run_status", "created_by", "harness_version", "scenario", "endpoint",
                     "scenario_minute", "playing", "last_seq", "created_at")
-    list_filter = ("kind", "run_status", "status")
-    list_select_related = ("created_by", "harness_version__harness", "scenario", "endpoint")
+    list_filter = ("kind", "job__status", "status")
+    list_select_related = ("created_by", "harness_version__harness", "scenario", "endpoint", "job")
     readonly_fields = [f.name for f in PreviewRoom._meta.fields]
+
+    @admin.display(description="run status")
+    def run_status(self, room: PreviewRoom) -> str:
+        return room.job.status if room.is_run else ""
 
     def has_add_permission(self, request) -> bool:
         return False

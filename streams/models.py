@@ -17,6 +17,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from console.jobs import Job
+
 MONEY = {"max_digits": 10, "decimal_places": 2, "validators": [MinValueValidator(0)]}
 
 
@@ -237,7 +239,8 @@ class PreviewRoom(models.Model):
     :class:`PreviewEvent` with a room-wide ``seq``; ``last_seq`` hands them out under a row lock.
 
     A *scenario run* (``kind="run"``) is the same room played to the end at once, without anyone watching:
-    its events are the stored transcript and ``summary`` its numbers.
+    its events are the stored transcript; its lifecycle (queued → running → succeeded, failed or cancelled) and
+    summary are its :class:`ScenarioRun` (``room.job``).
     """
 
     class Status(models.TextChoices):
@@ -247,13 +250,6 @@ class PreviewRoom(models.Model):
     class Kind(models.TextChoices):
         INTERACTIVE = "interactive", "Interactive preview"
         RUN = "run", "Scenario run"
-
-    class RunStatus(models.TextChoices):
-        NONE = "", "—"  # an interactive room
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        FINISHED = "finished", "Finished"
-        FAILED = "failed", "Failed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
@@ -282,12 +278,6 @@ class PreviewRoom(models.Model):
                                             "duplicated tick carries another token and does nothing")
     # scenario runs: a room played to the end without anyone watching
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERACTIVE, db_index=True)
-    run_status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.NONE, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    summary = models.JSONField(default=dict, blank=True,
-                               help_text="turns, replies, fallbacks, hook failures, tool faults, latency (on finish)")
-    error = models.TextField(blank=True, max_length=2000)
 
     class Meta:
         ordering = ["-created_at"]
@@ -299,6 +289,59 @@ class PreviewRoom(models.Model):
     @property
     def is_run(self) -> bool:
         return self.kind == self.Kind.RUN
+
+
+class ScenarioRun(Job):
+    """The job of a scenario run (console.jobs): one per room of kind "run", sharing its id. The room keeps the
+    events and the clock; this row keeps the lifecycle. A run has no task of its own: the room's clock ticks
+    (streams.tasks.preview_clock_tick) drive it and beat for it (``heartbeat_at``, ``progress_done`` = the minute),
+    and a tick ends it when it is cancelled. Not resumable: start the run again."""
+
+    job_kind = "scenario_run"
+    job_noun = "run"
+
+    room = models.OneToOneField(PreviewRoom, on_delete=models.CASCADE, primary_key=True, related_name="job")
+    summary = models.JSONField(default=dict, blank=True,
+                               help_text="turns, replies, fallbacks, hook failures, tool faults, latency (on its end)")
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="scenariorun_status_recent")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    # --- the job lifecycle (console.jobs) -----------------------------------------------------------------
+
+    def audit_target(self) -> str:
+        return f"scenario:{self.room.scenario.slug}" if self.room.scenario_id else super().audit_target()
+
+    @classmethod
+    def stale_after_s(cls) -> float:
+        """A tick waits behind the worker's current turn (cut at LOST_TURN_S), so a run's clock may be silent
+        that long before the worker can be taken for dead."""
+        from streams.services.play import LOST_TURN_S
+
+        return LOST_TURN_S + float(settings.HEARTBEAT_STALE_S)
+
+    @classmethod
+    def stalled_filter(cls) -> models.Q:
+        return models.Q(room__paused=False)  # a paused run's clock stands still on purpose
+
+    @classmethod
+    def job_lock(cls, pk):
+        """The room first, then the run: the order the clock's ticks lock them in."""
+        PreviewRoom.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True).get()
+        return super().job_lock(pk)
+
+    def on_finish(self, from_state: str) -> None:
+        from streams.services.runs import run_ended
+
+        run_ended(self, from_state)
+
+    def stalled_message(self, last, now) -> str:
+        return (f"WorkerLost: no worker advanced this run since {last:%Y-%m-%d %H:%M:%S} UTC "
+                f"({int((now - last).total_seconds())} s): the worker was stopped or killed. Start the run again.")
 
 
 class PreviewEvent(models.Model):

@@ -296,7 +296,7 @@ def scenario_run_summary(*, room_id) -> dict[str, Any]:
 def scenario_run_list(*, scenario_id=None, version_id=None) -> QuerySet[PreviewRoom]:
     """Scenario runs, newest first, optionally of one scenario and/or one harness version."""
     qs = (PreviewRoom.objects.filter(kind=PreviewRoom.Kind.RUN)
-          .select_related("harness_version__harness", "scenario", "endpoint", "created_by"))
+          .select_related("harness_version__harness", "scenario", "endpoint", "created_by", "job"))
     if scenario_id:
         qs = qs.filter(scenario_id=scenario_id)
     if version_id:

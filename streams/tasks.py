@@ -43,9 +43,3 @@ def preview_clock_tick(room_id: str, token: str) -> dict:
 def preview_play_sweep_stalled() -> list[str]:
     """Periodic (CELERY_BEAT_SCHEDULE): send again the clock ticks that playing rooms lost with the broker."""
     return services.preview_play_sweep_stalled()
-
-
-@shared_task(name="streams.scenario_runs_sweep_stalled", ignore_result=True, time_limit=60)
-def scenario_runs_sweep_stalled() -> list[str]:
-    """Periodic (CELERY_BEAT_SCHEDULE): fail the scenario runs whose worker died."""
-    return services.scenario_run_sweep_stalled()

@@ -14,6 +14,7 @@ urlpatterns = [
     path("<uuid:room_id>/pause/", views.preview_pause, name="preview_pause"),
     path("<uuid:room_id>/resume/", views.preview_resume, name="preview_resume"),
     path("<uuid:room_id>/close/", views.preview_close, name="preview_close"),
+    path("<uuid:room_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("<uuid:room_id>/members/", views.preview_member_add, name="preview_member_add"),
     path("<uuid:room_id>/members/remove/", views.preview_member_remove, name="preview_member_remove"),
     path("<uuid:room_id>/transcript/", views.preview_transcript, name="preview_transcript"),

@@ -181,6 +181,18 @@ def preview_close(request: HttpRequest, room_id) -> HttpResponse:
     return _clock_action(request, room_id, lambda room: services.preview_close(user=request.user, room=room))
 
 
+@role_required(roles.USE_PREVIEW)
+@require_POST
+def run_cancel(request: HttpRequest, room_id) -> HttpResponse:
+    """Cancel a scenario run (its owner; the one cancel of every job), back to its page."""
+    room = _room_or_404(request, room_id)
+    try:
+        services.scenario_run_cancel(user=request.user, room=room)
+    except DomainError as exc:
+        return _room_page(request, room, error=exc, status=exc.status_code)
+    return redirect("streams:preview_transcript", room_id=room.pk)
+
+
 def _member_action(request: HttpRequest, room_id, service) -> HttpResponse:
     """The owner's invite and remove forms: back to the room, or the room page with the form's error."""
     room = _room_or_404(request, room_id)
@@ -216,13 +228,15 @@ def preview_member_remove(request: HttpRequest, room_id) -> HttpResponse:
 def preview_transcript(request: HttpRequest, room_id) -> HttpResponse:
     room = _room_or_404(request, room_id)
     page = Paginator(selectors.preview_transcript(room_id=room.pk), TURNS_PER_PAGE).get_page(request.GET.get("page"))
-    live = room.is_run and room.run_status in (PreviewRoom.RunStatus.QUEUED, PreviewRoom.RunStatus.RUNNING)
+    run = room.job if room.is_run else None
+    live = run is not None and run.is_active
     return render(request, "streams/preview_transcript.html", {
-        "room": room, "turns": page.object_list, "page": page,
+        "room": room, "run": run, "turns": page.object_list, "page": page,
         "room_events": [e for e in selectors.preview_event_list(room_id=room.pk) if not e["turn_id"]],
         # a finished run shows what it stored; a running one is counted now (and the page refreshes)
-        "summary": (room.summary or None) if not live else selectors.scenario_run_summary(room_id=room.pk),
-        "refresh": live,
+        "summary": selectors.scenario_run_summary(room_id=room.pk) if live else ((run.summary or None) if run
+                                                                                  else None),
+        "refresh": live, "can_cancel": live and room.created_by_id == request.user.pk,
     })
 
 

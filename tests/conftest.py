@@ -168,9 +168,9 @@ def dataset_build_on(queue: str, *, user, recipe: dict, sources: dict):
 
     from training_jobs import services, tasks
 
-    with mock.patch.object(services, "_enqueue"):
+    with mock.patch.object(tasks.dataset_build, "apply_async"):
         dataset = services.dataset_build_start(user=user, recipe=recipe, sources=sources)
-    tasks.dataset_build.apply_async(args=(str(dataset.pk),), queue=queue)
+    tasks.dataset_build.apply_async(args=(str(dataset.pk),), queue=queue, task_id=dataset.task_id)
     return dataset
 
 

@@ -17,7 +17,7 @@ class DatasetAdmin(ReadOnlyAdmin):
 
 @admin.register(TrainingJob)
 class TrainingJobAdmin(ReadOnlyAdmin):
-    list_display = ("name", "kind", "status", "progress_step", "progress_total", "worker_host", "created_by",
+    list_display = ("name", "kind", "status", "progress_done", "progress_total", "worker_host", "created_by",
                     "created_at")
     list_filter = ("kind", "status")
     search_fields = ("name", "id", "error", "worker_host")

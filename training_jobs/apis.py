@@ -269,7 +269,7 @@ class TrainingJobOutputSerializer(serializers.Serializer):
     kind = TrainingJobKindField()
     status = TrainingJobStatusField()
     stage = serializers.CharField(help_text="what a running job is doing now")
-    progress_step = serializers.IntegerField()
+    progress_done = serializers.IntegerField(help_text="steps done, across the stages")
     progress_total = serializers.IntegerField()
     percent = serializers.IntegerField()
     cancel_requested = serializers.BooleanField()

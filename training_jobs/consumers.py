@@ -40,7 +40,7 @@ def job_frame(job_id: Any, after: float) -> dict[str, Any] | None:
         return None
     points = [p for p in (job.metrics or []) if float(p.get("t", 0)) > after]
     return {"type": "progress", "points": points,
-            "job": {"id": str(job.pk), "status": job.status, "stage": job.stage, "step": job.progress_step,
+            "job": {"id": str(job.pk), "status": job.status, "stage": job.stage, "step": job.progress_done,
                     "total": job.progress_total, "percent": job.percent, "error": job.error,
                     "log_tail": job.log_tail[-4000:], "active": job.is_active}}
 

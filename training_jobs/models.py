@@ -10,26 +10,26 @@ under its final name only when everything in it is written.
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 
 from django.conf import settings
 from django.db import models
 
+from console.jobs import Job
 
-class Dataset(models.Model):
+
+class Dataset(Job):
+    """A dataset build (the job: console.jobs) and, once it succeeded, its artifact."""
+
     class Kind(models.TextChoices):
         HSA = "hsa", "HSA (augmented)"
         FIXED_HARNESS = "fixed_harness", "Fixed harness (baseline)"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
-
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    job_kind = "dataset"
+    job_noun = "build"
+    job_task = "training_jobs.tasks.dataset_build"  # CPU work: the default queue
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=120)
@@ -44,26 +44,12 @@ class Dataset(models.Model):
     split = models.CharField(max_length=16, default="train",
                              help_text="'train' (training names) or 'heldout' (Harness-Variant evaluation)")
 
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    stage = models.CharField(max_length=40, blank=True, help_text="what a running build is doing now")
-    progress_done = models.PositiveBigIntegerField(default=0)
-    progress_total = models.PositiveBigIntegerField(default=0)
-    cancel_requested = models.BooleanField(default=False)
-    error = models.TextField(blank=True, max_length=4000, help_text="why it failed: exception type and message")
-
     stats = models.JSONField(default=dict, blank=True,
                              help_text="BuildStats: rows, dropped, per operator applied / dropped / mean prompt "
                                        "tokens")
     sample_count = models.PositiveIntegerField(default=0, help_text="canonical samples the build started from")
     row_counts = models.JSONField(default=dict, blank=True, help_text="rows per split, e.g. {'train': 480}")
     artifact_path = models.CharField(max_length=500, blank=True)
-
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True,
-                                        help_text="last sign of life of the worker running it (console.heartbeat)")
 
     class Meta:
         ordering = ["-created_at"]
@@ -72,9 +58,18 @@ class Dataset(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display().lower()}, {self.status})"
 
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE
+    # --- the job lifecycle (console.jobs) -----------------------------------------------------------------
+
+    def finish_audit_data(self, status: str) -> dict:
+        return {"rows": self.row_counts} if status == self.Status.SUCCEEDED else {}
+
+    def on_stalled(self) -> None:
+        """The half-written folder of a build whose worker died."""
+        for tmp in (Path(settings.ENV.data_dir) / "datasets").glob(f".tmp-{self.pk}-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def stalled_message(self, last, now) -> str:
+        return super().stalled_message(last, now) + " Nothing was kept; start the build again."
 
     @property
     def is_ready(self) -> bool:
@@ -88,14 +83,6 @@ class Dataset(models.Model):
     @property
     def rows(self) -> int:
         return sum(int(n) for n in (self.row_counts or {}).values())
-
-    @property
-    def percent(self) -> int:
-        if self.status == self.Status.SUCCEEDED:
-            return 100
-        if not self.progress_total:
-            return 0
-        return min(100, int(100 * self.progress_done / self.progress_total))
 
 
 class TrainedModel(models.Model):
@@ -157,7 +144,7 @@ class TrainedModel(models.Model):
         return list(reversed(chain))
 
 
-class TrainingJob(models.Model):
+class TrainingJob(Job):
     """One HAT training job: a stage (or the pipeline of stages) run by a worker on the ``gpu`` queue, with its
     config snapshot, the dataset and model it starts from, live progress, a log tail, and the models it
     registers. ``output_dir`` keeps its checkpoints: a cancelled or failed job resumes from the latest one."""
@@ -169,16 +156,13 @@ class TrainingJob(models.Model):
         RL = "rl", "Agentic RL"
         PIPELINE = "pipeline", "Pipeline: HSA-SFT → distillation → RL"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        CANCELLING = "cancelling", "Cancelling"
-        CANCELLED = "cancelled", "Cancelled"
-        FAILED = "failed", "Failed"
-        SUCCEEDED = "succeeded", "Succeeded"
+    job_kind = "training"
+    job_task = "training_jobs.tasks.training_job"
+    job_queue = "gpu"
+    job_resumable = True  # from the latest checkpoint in output_dir
+    job_progress_every_s = 2.0  # the pages refresh as often
+    job_cancel_check_every_s = 2.0
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.CANCELLING)
-    RESUMABLE = (Status.CANCELLED, Status.FAILED)
     # The datasets each kind trains on (None: it needs none); RL rolls out over the canonical samples of its
     # dataset. The service enforces it; the launch form offers only these.
     DATASET_KINDS: dict[str, tuple[str, ...] | None] = {
@@ -188,32 +172,15 @@ class TrainingJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     config = models.JSONField(default=dict, help_text="the stage config as validated (training_jobs.hat.config)")
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     base_model = models.ForeignKey(TrainedModel, on_delete=models.PROTECT, related_name="+",
                                    help_text="the model the job starts from (its parent checkpoint)")
-    stage = models.CharField(max_length=40, blank=True, help_text="what a running job is doing now")
-    progress_step = models.PositiveIntegerField(default=0)
-    progress_total = models.PositiveIntegerField(default=0)
     metrics = models.JSONField(default=list, blank=True, help_text="progress points: step, loss, learning rate, "
                                                                    "tokens/s, reward components, ETA")
     log_tail = models.TextField(blank=True, help_text="the last lines of the job's log")
-    worker_host = models.CharField(max_length=200, blank=True)
     output_dir = models.CharField(max_length=500, blank=True)
-    cancel_requested = models.BooleanField(default=False)
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    task_id = models.CharField(max_length=64, blank=True, help_text="the Celery task of the latest run (revoked "
-                                                                     "when a cancel is not honoured in time)")
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    resumes = models.PositiveIntegerField(default=0, help_text="times the job was resumed")
-    error = models.TextField(blank=True, max_length=4000)
     result = models.JSONField(default=dict, blank=True, help_text="the stage result: steps, metrics, directories")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -225,19 +192,16 @@ class TrainingJob(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()}, {self.status})"
 
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE
+    # --- the job lifecycle (console.jobs) -----------------------------------------------------------------
 
-    @property
-    def can_resume(self) -> bool:
-        return self.status in self.RESUMABLE
+    def on_revoked(self, waited_s: int) -> None:
+        from training_jobs.services.training import job_log_append
 
-    @property
-    def percent(self) -> int:
-        if self.status == self.Status.SUCCEEDED:
-            return 100
-        return min(100, int(100 * self.progress_step / self.progress_total)) if self.progress_total else 0
+        job_log_append(self.pk, f"did not stop within {waited_s} s of the cancel: its task {self.task_id} was "
+                                "revoked (terminated); it resumes from its latest checkpoint")
+
+    def stalled_message(self, last, now) -> str:
+        return super().stalled_message(last, now) + " Resume it to continue from its latest checkpoint."
 
     @property
     def latest(self) -> dict:

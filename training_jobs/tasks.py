@@ -11,16 +11,11 @@ from training_jobs import services
 BUILD_SOFT_TIME_LIMIT_S = 6 * 3600
 
 
-@shared_task(name="training_jobs.dataset_build", acks_late=False, soft_time_limit=BUILD_SOFT_TIME_LIMIT_S)
-def dataset_build(dataset_id: str) -> dict:
-    dataset = services.dataset_build_run(dataset_id=dataset_id)
+# Jobs (console.jobs) are claimed with the task's id: a message of an earlier run of the job does nothing.
+@shared_task(name="training_jobs.dataset_build", bind=True, acks_late=False, soft_time_limit=BUILD_SOFT_TIME_LIMIT_S)
+def dataset_build(self, dataset_id: str) -> dict:
+    dataset = services.dataset_build_run(dataset_id=dataset_id, task_id=self.request.id)
     return {"dataset_id": str(dataset.pk), "status": dataset.status}
-
-
-@shared_task(name="training_jobs.datasets_sweep_stalled", ignore_result=True, time_limit=60)
-def datasets_sweep_stalled() -> list[str]:
-    """Periodic (CELERY_BEAT_SCHEDULE): fail the builds whose worker died."""
-    return services.dataset_sweep_stalled()
 
 
 # A training stage is long GPU (or CPU) work: the gpu queue, at most once (acks_late off: a redelivered task
@@ -28,16 +23,11 @@ def datasets_sweep_stalled() -> list[str]:
 TRAINING_SOFT_TIME_LIMIT_S = 48 * 3600
 
 
-@shared_task(name="training_jobs.training_job", acks_late=False, soft_time_limit=TRAINING_SOFT_TIME_LIMIT_S)
-def training_job(job_id: str) -> dict:
-    job = services.training_job_run(job_id=job_id)
+@shared_task(name="training_jobs.training_job", bind=True, acks_late=False,
+             soft_time_limit=TRAINING_SOFT_TIME_LIMIT_S)
+def training_job(self, job_id: str) -> dict:
+    job = services.training_job_run(job_id=job_id, task_id=self.request.id)
     return {"job_id": str(job.pk), "status": job.status}
-
-
-@shared_task(name="training_jobs.training_jobs_sweep_stalled", ignore_result=True, time_limit=60)
-def training_jobs_sweep_stalled() -> list[str]:
-    """Periodic (CELERY_BEAT_SCHEDULE): fail the training jobs whose worker died."""
-    return services.training_job_sweep_stalled()
 
 
 @shared_task(name="training_jobs.model_serve", acks_late=False, time_limit=300)
@@ -50,3 +40,16 @@ def model_serve(model_id: str) -> dict:
 def model_serve_stop(model_id: str) -> dict:
     model = services.model_serve_stop(model_id=model_id)
     return {"model_id": str(model.pk), "served": model.endpoint is not None}
+
+
+# An evaluation run plays every case through the turn engine against a model server: the gpu queue (batch work,
+# never in front of preview turns), at most once (a redelivery finds the run claimed), resumable.
+EVAL_SOFT_TIME_LIMIT_S = 24 * 3600
+
+
+@shared_task(name="training_jobs.eval_run", bind=True, acks_late=False, soft_time_limit=EVAL_SOFT_TIME_LIMIT_S)
+def eval_run(self, run_id: str) -> dict:
+    from training_jobs import eval_run_services
+
+    run = eval_run_services.eval_run_execute(run_id=run_id, task_id=self.request.id)
+    return {"run_id": str(run.pk), "status": run.status}

@@ -125,6 +125,8 @@
       case "playing": setPaused(false); setPlaying(true, p.speed); roomLog(`${p.by} pressed play (${p.speed ? "×" + p.speed : "as fast as turns finish"})`); break;
       case "scenario_finished": setPlaying(false); roomLog(`scenario over at minute ${p.minute}`); break;
       case "play_failed": setPlaying(false); roomLog(`the clock stopped: ${p.message}`); break;
+      case "cancel_requested": roomLog(`${p.by} cancelled the run at minute ${p.minute}: it stops at the clock's next tick`); break;
+      case "run_cancelled": setPlaying(false); roomLog(`run cancelled at minute ${p.minute}`); break;
       case "member_added": roomLog(`${p.by} invited ${p.user}`); break;
       case "member_removed": roomLog(`${p.by} removed ${p.user}`); break;
       case "room_closed": roomLog(`closed by ${p.by}`); break;

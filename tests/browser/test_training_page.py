@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser,
 @pytest.fixture
 def ready_hsa(ml_staff):
     """A small ready HSA dataset, built here (not by the worker: its queued task is held back)."""
-    with mock.patch.object(tasks.dataset_build, "delay"):
+    with mock.patch.object(tasks.dataset_build, "apply_async"):
         d = services.dataset_build_start(user=ml_staff, kind="hsa", name="tiny-hsa",
                                          recipe={"variants_per_sample": 2, "harness_pool_size": 2},
                                          sources={"scenarios": [], "tiny_gold": 16})
@@ -100,7 +100,7 @@ def test_tick_two_jobs_and_compare_their_curves(page, login, shot, ml_staff):
     for name, scale in (("hsa-sft", 2.5), ("baseline", 3.5)):
         points = [{"step": s, "loss": scale / s, "learning_rate": 1e-3, "samples_per_s": 2.0} for s in range(1, 9)]
         jobs.append(TrainingJob.objects.create(name=name, kind="sft", status="succeeded", config={}, base_model=base,
-                                               created_by=ml_staff, progress_step=8, progress_total=8, metrics=points))
+                                               created_by=ml_staff, progress_done=8, progress_total=8, metrics=points))
     login(ml_staff)
     page.goto("/training/")
     for job in jobs:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from console import jobs
 from console.scheduler import Scheduler, entries_from
 from tests.conftest import dataset_build_on, start_worker, stop_worker
-from training_jobs import services
 from training_jobs.models import Dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,14 +50,13 @@ def stop_process(proc, log) -> int:
 
 def test_every_scheduled_sweep_is_a_known_task_at_a_fixed_interval():
     entries = entries_from(settings.CELERY_BEAT_SCHEDULE)
-    assert {e.task for e in entries} >= {"training_jobs.datasets_sweep_stalled",
-                                         "training_jobs.training_jobs_sweep_stalled",
-                                         "streams.scenario_runs_sweep_stalled", "streams.preview_play_sweep_stalled"}
+    # one sweep for every job kind (console.jobs), and the one re-sending lost clock ticks
+    assert {e.task for e in entries} == {"console.jobs_sweep_stalled", "streams.preview_play_sweep_stalled"}
     assert all(e.every_s == settings.ENV.sweep_every_s for e in entries)
     # a stale job is failed at most this long after its last beat: within a minute
     assert settings.HEARTBEAT_STALE_S + settings.ENV.sweep_every_s <= 60
     with pytest.raises(ValueError, match="fixed intervals"):
-        entries_from({"x": {"task": "training_jobs.datasets_sweep_stalled", "schedule": "every day"}})
+        entries_from({"x": {"task": "console.jobs_sweep_stalled", "schedule": "every day"}})
     with pytest.raises(ValueError, match="unknown tasks: nope"):
         Scheduler({"x": {"task": "nope", "schedule": 1}})
 
@@ -65,26 +64,26 @@ def test_every_scheduled_sweep_is_a_known_task_at_a_fixed_interval():
 @pytest.mark.django_db(transaction=True)  # the scheduler closes stale connections between sweeps, as it runs
 def test_due_sweeps_run_and_a_failing_one_does_not_stop_the_others(ml_staff, monkeypatch):
     now = [100.0]
-    sched = Scheduler({"datasets": {"task": "training_jobs.datasets_sweep_stalled", "schedule": 10},
-                       "trainings": {"task": "training_jobs.training_jobs_sweep_stalled", "schedule": 30}},
+    sched = Scheduler({"jobs": {"task": "console.jobs_sweep_stalled", "schedule": 10},
+                       "plays": {"task": "streams.preview_play_sweep_stalled", "schedule": 30}},
                       clock=lambda: now[0])
     stale = Dataset.objects.create(name="d", kind="hsa", status="running", created_by=ml_staff,
                                    started_at=None, heartbeat_at=None)
     Dataset.objects.filter(pk=stale.pk).update(
         started_at=stale.created_at - timedelta(seconds=settings.HEARTBEAT_STALE_S + 5))
     ran = sched.run_due()
-    assert [(name, ok) for name, ok, _ in ran] == [("datasets", True), ("trainings", True)]
+    assert [(name, ok) for name, ok, _ in ran] == [("jobs", True), ("plays", True)]
     assert ran[0][2] == [str(stale.pk)] and Dataset.objects.get(pk=stale.pk).status == "failed"
     now[0] += 10  # only the 10 s sweep is due
-    assert [name for name, _, _ in sched.run_due()] == ["datasets"]
+    assert [name for name, _, _ in sched.run_due()] == ["jobs"]
 
     def broken(**kw):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(services, "dataset_sweep_stalled", broken)
+    monkeypatch.setattr(jobs, "jobs_sweep_stalled", broken)
     now[0] += 30
     ran = sched.run_due()
-    assert [(name, ok) for name, ok, _ in ran] == [("datasets", False), ("trainings", True)]
+    assert [(name, ok) for name, ok, _ in ran] == [("jobs", False), ("plays", True)]
     assert "database went away" in str(ran[0][2])
 
 
@@ -124,4 +123,4 @@ def test_scheduler_fails_a_build_whose_worker_was_killed_with_no_worker_alive(ml
         rc = stop_process(sched, sched_log)
         stop_worker(proc, log)
     assert rc == 0  # SIGTERM: a clean stop
-    assert "datasets-sweep-stalled: ['" in (Path(settings.ENV.data_dir) / "scheduler.log").read_text()
+    assert "jobs-sweep-stalled: ['" in (Path(settings.ENV.data_dir) / "scheduler.log").read_text()

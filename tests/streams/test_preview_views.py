@@ -193,7 +193,7 @@ def test_start_a_run_from_the_runs_page(as_user, manager, harness_with_history, 
                                                  "endpoint": scripted_model.pk, "seed": "3"})
     run = PreviewRoom.objects.get(kind="run")
     assert r.status_code == 302 and r["Location"] == reverse("streams:preview_transcript", args=[run.pk])
-    assert (run.harness_version, run.scenario, run.seed, run.run_status) == (v2, scenario, 3, "queued")
+    assert (run.harness_version, run.scenario, run.seed, run.job.status) == (v2, scenario, 3, "queued")
     assert ticks == [(str(run.pk), run.tick_token)]
     page = c.get(r["Location"]).content.decode()
     assert 'http-equiv="refresh"' in page and 'data-testid="run-status">queued' in page
@@ -225,9 +225,48 @@ def test_runs_list_filters_and_finished_transcript(as_user, manager, harness_wit
     assert listed({"scenario": quick.pk, "version": h["v2"].pk}) == set()
 
     page = c.get(reverse("streams:preview_transcript", args=[done.pk])).content.decode()
-    assert 'data-testid="run-status">finished' in page and 'http-equiv="refresh"' not in page
+    assert 'data-testid="run-status">succeeded' in page and 'http-equiv="refresh"' not in page
     assert 'data-testid="summary-turns">3<' in page and "permission_denied 1" in page
     assert GOOD in page and escape(STOCK_REPLY) in page and "fallback: model_error" in page
     assert page.count('data-testid="turn-details"') == 3 and "<summary>Details</summary>" in page
     assert "[fault permission_denied]" in page and "faults in force: <code>catalog.stock</code>" in page
     assert "scenario_finished" in page
+
+
+def test_cancel_a_running_run_from_its_page(as_user, manager, reviewer, harness_with_history, scripted_model,
+                                            demo_scenarios, ticks, django_capture_on_commit_callbacks):
+    """The run's page shows its status and, to its owner while it is active, a Cancel button: the one cancel of every
+    job (running → cancelling; the clock's next tick ends it cancelled and closes the room)."""
+    from django.utils import timezone
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.scenario_run_start(user=manager, version=harness_with_history["v1"],
+                                          scenario=demo_scenarios["after-sales-faults"], endpoint=scripted_model)
+    run.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.preview_clock_tick(room_id=run.pk, token=run.tick_token)["ran"]  # claimed: running
+    run.refresh_from_db()
+    assert run.job.status == "running"
+    page_url = reverse("streams:preview_transcript", args=[run.pk])
+    cancel_url = reverse("streams:run_cancel", args=[run.pk])
+    assert 'data-testid="run-cancel"' not in as_user(reviewer).get(page_url).content.decode()  # a reader
+    refused = as_user(reviewer).post(cancel_url)
+    assert refused.status_code == 403 and "only cm_alice" in refused.content.decode()
+    c = as_user(manager)
+    assert 'data-testid="run-cancel"' in c.get(page_url).content.decode()
+    ticks.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        r = c.post(cancel_url)
+    assert r.status_code == 302 and r["Location"] == page_url
+    run.refresh_from_db()
+    assert (run.job.status, run.status, run.job.cancel_requested) == ("cancelling", "open", True)
+    assert ticks == [(str(run.pk), run.tick_token)]  # the next tick, sent now
+    assert "Cancelling…" in c.get(page_url).content.decode()
+    out = services.preview_clock_tick(room_id=run.pk, token=run.tick_token, now=timezone.now())
+    assert out == {"ran": False, "reason": "cancelled"}
+    run.refresh_from_db()
+    assert (run.job.status, run.status, run.playing, run.tick_token) == ("cancelled", "closed", False, "")
+    page = c.get(page_url).content.decode()
+    assert 'data-testid="run-status">cancelled' in page and 'data-testid="run-cancel"' not in page
+    again = c.post(cancel_url)
+    assert again.status_code == 409 and "only a queued or running run can be cancelled" in again.content.decode()

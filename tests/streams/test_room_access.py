@@ -261,4 +261,4 @@ def test_a_run_is_read_by_every_preview_user_and_driven_by_its_owner(client, man
     assert 'id="close-room">Cancel the run' in c.get(reverse("streams:preview_room", args=[run.pk])).content.decode()
     assert c.post(reverse("streams:preview_close", args=[run.pk])).status_code == 302
     run.refresh_from_db()
-    assert (run.run_status, run.error) == ("failed", "closed by cm_alice at minute 0")
+    assert (run.job.status, run.status) == ("cancelled", "closed")  # closing a run is cancelling it

@@ -138,4 +138,4 @@ def test_every_preview_user_watches_a_run_only_its_owner_drives_it(enqueued, man
         assert reply["message"] == ("this scenario run was started by cm_alice: only they may drive or cancel it; "
                                     "you may read it")
     run.refresh_from_db()
-    assert (run.paused, run.scenario_minute, run.run_status) == (False, minute, "queued") and enqueued == []
+    assert (run.paused, run.scenario_minute, run.job.status) == (False, minute, "queued") and enqueued == []

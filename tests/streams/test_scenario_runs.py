@@ -16,8 +16,11 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
+from console.jobs import job_models, jobs_sweep_stalled
+from console.models import AuditEvent
 from streams import selectors, services, tasks
 from streams.models import PreviewEvent, PreviewRoom
+from streams.models import ScenarioRun as ScenarioRunJob
 from streams.simulator import ScenarioRun
 from tests.streams.preview_helpers import GOOD, event_types, price_script
 from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply
@@ -208,13 +211,17 @@ def test_run_through_the_workers_path(manager, harness_with_history, scripted_mo
         run = services.scenario_run_start(user=manager, version=harness_with_history["v1"], scenario=quick,
                                           endpoint=scripted_model)
     run.refresh_from_db()
-    assert (run.kind, run.run_status, run.playing, run.play_speed) == ("run", "queued", True, services.ASAP)
+    assert (run.kind, run.job.status, run.playing, run.play_speed) == ("run", "queued", True, services.ASAP)
     assert len(queued["ticks"]) == 1
     drain(queued, capture, FakeClock())
     run.refresh_from_db()
-    assert (run.run_status, run.status, run.playing) == ("finished", "closed", False)
-    assert run.started_at and run.finished_at and run.finished_at >= run.started_at
-    s = run.summary
+    job = run.job
+    assert (job.status, run.status, run.playing) == ("succeeded", "closed", False)
+    assert job.started_at and job.finished_at and job.finished_at >= job.started_at and job.worker_host
+    assert (job.progress_done, job.progress_total, job.percent) == (6, 6, 100)
+    assert [e.action for e in AuditEvent.objects.filter(scope=f"scenario_run:{run.pk}").order_by("id")] == [
+        "scenario_run.queued", "scenario_run.succeeded"]
+    s = job.summary
     assert (s["comments"], s["turns"], s["replies"], s["failed_turns"]) == (3, 3, 3, 0)
     assert s["fallbacks"] == 1 and s["fallback_reasons"] == {"model_error": 1} and s["model_errors"] >= 1
     assert s["tool_faults"] == 1 and s["tool_faults_by_kind"] == {"permission_denied": 1}
@@ -244,12 +251,12 @@ def test_a_tick_that_breaks_fails_the_run(manager, harness_with_history, scripte
     def broken(room):
         raise RuntimeError("scenario store unreachable")
 
-    monkeypatch.setattr(services, "_scenario_run_at", broken)
+    monkeypatch.setattr(services.play, "_scenario_run_at", broken)
     with pytest.raises(RuntimeError):
         _tick(run, run.tick_token, timezone.now() + dt.timedelta(seconds=LOST), capture)
     run.refresh_from_db()
-    assert (run.run_status, run.status, run.playing) == ("failed", "closed", False)
-    assert "scenario store unreachable" in run.error and event_types(run.pk)[-1] == "play_failed"
+    assert (run.job.status, run.status, run.playing) == ("failed", "closed", False)
+    assert "scenario store unreachable" in run.job.error and event_types(run.pk)[-1] == "play_failed"
 
 
 def test_a_run_no_worker_advances_is_failed_by_the_sweep(manager, harness_with_history, scripted_model, quick,
@@ -261,18 +268,18 @@ def test_a_run_no_worker_advances_is_failed_by_the_sweep(manager, harness_with_h
     run.refresh_from_db()
     _tick(run, run.tick_token, timezone.now(), capture)  # the worker takes it: running
     run.refresh_from_db()
-    assert run.run_status == "running"
+    assert run.job.status == "running" and run.job.heartbeat_at == run.clock_ticked_at  # each tick beats
     silent = services.LOST_TURN_S + settings.HEARTBEAT_STALE_S
-    assert services.scenario_run_sweep_stalled(now=run.clock_ticked_at + dt.timedelta(seconds=silent - 5)) == []
+    assert jobs_sweep_stalled(now=run.clock_ticked_at + dt.timedelta(seconds=silent - 5)) == []
     # ... then the worker died with its tick: nothing advances the clock any more
     later = run.clock_ticked_at + dt.timedelta(seconds=silent + 5)
-    assert services.scenario_run_sweep_stalled(now=later) == [str(run.pk)]
+    assert jobs_sweep_stalled(now=later) == [str(run.pk)]  # the one sweep of every job kind
     run.refresh_from_db()
-    assert (run.run_status, run.status, run.playing) == ("failed", "closed", False)
-    assert run.error.startswith("WorkerLost: no worker advanced this run") and run.summary
+    assert (run.job.status, run.status, run.playing) == ("failed", "closed", False)
+    assert run.job.error.startswith("WorkerLost: no worker advanced this run") and run.job.summary
     assert event_types(run.pk)[-1] == "play_failed"
-    assert services.scenario_run_sweep_stalled(now=later) == []
-    assert tasks.scenario_runs_sweep_stalled.name == "streams.scenario_runs_sweep_stalled"
+    assert jobs_sweep_stalled(now=later) == []
+    assert ScenarioRunJob in job_models()
 
 
 def test_closing_a_run_before_its_end_fails_it(manager, harness_with_history, scripted_model, quick, queued,
@@ -281,8 +288,11 @@ def test_closing_a_run_before_its_end_fails_it(manager, harness_with_history, sc
         run = services.scenario_run_start(user=manager, version=harness_with_history["v1"], scenario=quick,
                                           endpoint=scripted_model)
     token = queued["ticks"][0][1]
-    services.preview_close(user=manager, room=run)
-    assert (run.run_status, run.status, run.error) == ("failed", "closed", "closed by cm_alice at minute 0")
+    services.preview_close(user=manager, room=run)  # closing a run cancels it: queued, at once
+    assert (run.job.status, run.status, run.job.error, run.playing) == ("cancelled", "closed", "", False)
+    assert event_types(run.pk)[-2:] == ["cancel_requested", "run_cancelled"]
+    assert AuditEvent.objects.filter(scope=f"scenario_run:{run.pk}", action="scenario_run.cancel",
+                                     to_state="cancelled").exists()
     assert services.preview_clock_tick(room_id=run.pk, token=token)["ran"] is False
     with pytest.raises(InvalidTransition):  # only a queued run can be executed
         services.scenario_run_execute(room_id=run.pk)
@@ -315,17 +325,17 @@ def test_run_scenario_command(manager, harness_with_history, scripted_model, scr
                  "--user", manager.username, stdout=out)
     text = out.getvalue()
     run = PreviewRoom.objects.get(kind="run")
-    assert str(run.pk) in text and "status: finished" in text
+    assert str(run.pk) in text and "status: succeeded" in text
     assert "turns 3 · replies 3 · fallbacks 1" in text and "tool faults 1" in text and "turn ms p50" in text
-    assert (run.run_status, run.status, run.seed) == ("finished", "closed", quick.parsed().seed)
-    assert run.summary["tool_faults_by_kind"] == {"permission_denied": 1}
+    assert (run.job.status, run.status, run.seed) == ("succeeded", "closed", quick.parsed().seed)
+    assert run.job.summary["tool_faults_by_kind"] == {"permission_denied": 1}
     assert [t["state"] for t in selectors.preview_transcript(room_id=run.pk)] == ["done"] * 3
 
     out = io.StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("run_scenario", "quick-check", "--version", "glow-gadget@1", "--endpoint", "scripted",
                      "--user", manager.username, "--json", "--seed", "5", "--fail-on-fallback", stdout=out)
-    assert exit_info.value.code == 2 and '"status": "finished"' in out.getvalue()  # every turn fell back
+    assert exit_info.value.code == 2 and '"status": "succeeded"' in out.getvalue()  # every turn fell back
     for args, message in ((["nope", "--version", "glow-gadget@1"], "no scenario"),
                           (["quick-check", "--version", "glow-gadget"], "<harness-slug>@<number>"),
                           (["quick-check", "--version", "glow-gadget@9"], "no harness version"),
@@ -355,7 +365,7 @@ def test_whole_demo_scenario_on_the_local_model(request, manager, demo_manifest,
     run = services.scenario_run_start(user=manager, version=tiny_version(manager, demo_manifest),
                                       scenario=scenario, endpoint=endpoint, play=False)
     run = services.scenario_run_execute(room_id=run.pk)
-    assert (run.run_status, run.status, run.error) == ("finished", "closed", "")
+    assert (run.job.status, run.status, run.job.error) == ("succeeded", "closed", "")
     assert run.scenario_minute == scenario.duration_minutes
 
     expected = ScenarioRun(scenario.parsed(), run.seed).advance_to(scenario.duration_minutes)
@@ -370,7 +380,7 @@ def test_whole_demo_scenario_on_the_local_model(request, manager, demo_manifest,
     real = [t for t in transcript if t["timings"]["model_calls"] >= 1 and t["timings"]["ttft_ms"] is not None]
     assert len(real) == len(transcript)  # every turn streamed from the model
     assert any(t["tools"] for t in transcript) and any(t["skills"] for t in transcript)
-    s = run.summary
+    s = run.job.summary
     assert (s["comments"], s["turns"], s["replies"]) == (len(expected), len(transcript), len(transcript))
     assert s["model_errors"] == 0 and s["failed_turns"] == 0
     assert 0 < s["turn_ms_p50"] <= s["turn_ms_p95"] and 0 < s["ttft_ms_p50"] <= s["ttft_ms_p95"]

@@ -124,7 +124,7 @@ def test_turn_events_are_stored_as_emitted_in_few_transactions(manager, harness_
         writes.append((time.monotonic(), [t for t, _ in kw["events"]] if kw.get("events") else [kw["type"]]))
         return append(**kw)
 
-    monkeypatch.setattr(services, "preview_event_append", recording)
+    monkeypatch.setattr(services.preview, "preview_event_append", recording)
     assert not connection.in_atomic_block  # so held events are also stored in the background
     result = services.preview_turn_run(room_id=room.pk, turn_id=turn_id)
     assert (result.reply, result.reason) == (GOOD, "ok")

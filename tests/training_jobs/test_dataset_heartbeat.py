@@ -14,9 +14,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.heartbeat import Heartbeat
+from console.jobs import job_models, jobs_sweep_stalled
 from console.models import AuditEvent
 from tests.conftest import dataset_build_on, start_worker, stop_worker
-from training_jobs import services, tasks
+from training_jobs import services
 from training_jobs.models import Dataset
 
 needs_shared_db = pytest.mark.skipif(not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
@@ -52,7 +53,7 @@ def test_sweep_fails_builds_whose_worker_went_silent(ml_staff):
     queued = _dataset(ml_staff, status="queued", started_at=None)
     tmp = services.datasets_dir() / f".tmp-{dead.pk}-abcd1234"
     tmp.mkdir(parents=True)
-    assert sorted(services.dataset_sweep_stalled(now=now)) == sorted([str(dead.pk), str(never_beat.pk),
+    assert sorted(jobs_sweep_stalled(now=now)) == sorted([str(dead.pk), str(never_beat.pk),
                                                                       str(cancelling.pk)])
     dead.refresh_from_db()
     assert dead.status == "failed" and dead.error.startswith("WorkerLost: the worker running this build stopped")
@@ -62,17 +63,18 @@ def test_sweep_fails_builds_whose_worker_went_silent(ml_staff):
     assert Dataset.objects.get(pk=alive.pk).status == "running"
     assert Dataset.objects.get(pk=queued.pk).status == "queued"
     assert AuditEvent.objects.filter(scope=f"dataset:{dead.pk}", action="dataset.failed").exists()
-    assert services.dataset_sweep_stalled(now=now) == []  # nothing twice
+    assert jobs_sweep_stalled(now=now) == []  # nothing twice
 
 
 def test_the_sweep_is_scheduled():
     import streams.tasks  # noqa: F401  (a worker imports every app's tasks; this process may not have yet)
+    import console.tasks  # noqa: F401
     from console.celery import app
 
     tasks_scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert {"training_jobs.datasets_sweep_stalled", "streams.scenario_runs_sweep_stalled"} <= tasks_scheduled
+    assert "console.jobs_sweep_stalled" in tasks_scheduled  # one sweep for every job kind
     assert tasks_scheduled <= set(app.tasks)
-    assert tasks.datasets_sweep_stalled.name == "training_jobs.datasets_sweep_stalled"
+    assert Dataset in job_models()
 
 
 @needs_shared_db
@@ -103,10 +105,10 @@ def test_a_killed_worker_is_detected_and_its_build_failed(ml_staff, settings):
         d.refresh_from_db()
         assert d.heartbeat_at == last and d.status == "running"  # dead: no more beats, and nobody said so
         settings.HEARTBEAT_STALE_S = 2.0
-        assert services.dataset_sweep_stalled(now=last + timedelta(seconds=1.5)) == []  # not yet stale then
+        assert jobs_sweep_stalled(now=last + timedelta(seconds=1.5)) == []  # not yet stale then
         while timezone.now() < last + timedelta(seconds=2.2):
             time.sleep(0.1)
-        assert services.dataset_sweep_stalled() == [str(d.pk)]
+        assert jobs_sweep_stalled() == [str(d.pk)]
         d.refresh_from_db()
         assert d.status == "failed" and "WorkerLost" in d.error and not d.artifact_path  # killed before it finished
     finally:

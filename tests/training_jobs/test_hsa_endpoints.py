@@ -290,8 +290,9 @@ def test_a_real_build_sends_the_secret_only_to_the_endpoint(client, ml_staff, li
 
     # a worker of its own on a queue of its own (a session worker elsewhere has not got the secret)
     queue = f"secrets-{settings.DATABASES['default']['NAME']}"
-    monkeypatch.setattr(tasks.dataset_build, "delay",
-                        lambda dataset_id: tasks.dataset_build.apply_async(args=(dataset_id,), queue=queue))
+    send = tasks.dataset_build.apply_async
+    monkeypatch.setattr(tasks.dataset_build, "apply_async",
+                        lambda args, task_id=None, **kw: send(args=args, queue=queue, task_id=task_id))
     proc, log = start_worker(queue, log_name="test-worker-secrets.log")
     try:
         response = _api(ml_staff).post("/api/datasets/", {"recipe": {**REGEN, "teacher": "teacher"},

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
+from console.jobs import JobReporter
 from console.models import AuditEvent
 from training_jobs import services
 from training_jobs.models import Dataset
@@ -95,7 +96,7 @@ def test_start_queues_on_commit_with_baseline(ml_staff, django_capture_on_commit
     sent = []
     from training_jobs import tasks
 
-    monkeypatch.setattr(tasks.dataset_build, "delay", lambda dataset_id: sent.append(dataset_id))
+    monkeypatch.setattr(tasks.dataset_build, "apply_async", lambda args, queue, task_id: sent.append(args[0]))
     with django_capture_on_commit_callbacks(execute=True):
         d = services.dataset_build_start(user=ml_staff, recipe=SMALL_RECIPE, sources=SMALL_SOURCES,
                                          with_baseline=True)
@@ -172,14 +173,14 @@ def test_cancel_needs_the_build_permission(ml_staff, manager):
 @pytest.mark.django_db
 def test_cancel_while_running_stops_at_the_next_step_and_leaves_nothing(ml_staff, monkeypatch, cleanup_artifacts):
     d = _queued(ml_staff)
-    monkeypatch.setattr(services, "CANCEL_CHECK_EVERY_S", 0.0)
-    real = services._Throttled.progress
+    monkeypatch.setattr(Dataset, "job_cancel_check_every_s", 0.0)
+    real = JobReporter.progress
 
-    def progress(self, done, total):  # the user presses cancel while the first rows are made
-        real(self, done, total)
-        Dataset.objects.filter(pk=self.dataset_id).update(cancel_requested=True)
+    def progress(self, done, total=None, **kw):  # the user presses cancel while the first rows are made
+        real(self, done, total, **kw)
+        Dataset.objects.filter(pk=self.pk).update(cancel_requested=True)
 
-    monkeypatch.setattr(services._Throttled, "progress", progress)
+    monkeypatch.setattr(JobReporter, "progress", progress)
     d = services.dataset_build_run(dataset_id=d.pk)
     assert d.status == "cancelled" and not d.error
     assert 0 < d.progress_done < 24
@@ -194,7 +195,7 @@ def test_failure_is_stored_with_its_cause_and_no_artifact(ml_staff, monkeypatch,
         assert (out_dir / "dataset").is_dir()
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(services, "write_originals", broken)
+    monkeypatch.setattr(services.datasets, "write_originals", broken)
     d = services.dataset_build_run(dataset_id=d.pk)
     assert d.status == "failed"
     assert d.error == "OSError: No space left on device"
@@ -205,7 +206,7 @@ def test_failure_is_stored_with_its_cause_and_no_artifact(ml_staff, monkeypatch,
 
 @pytest.mark.django_db
 def test_a_training_split_with_a_heldout_name_is_refused(ml_staff, monkeypatch, cleanup_artifacts):
-    monkeypatch.setattr(services, "heldout_leaks", lambda rows: ["zz_heldout_name"])
+    monkeypatch.setattr(services.datasets, "heldout_leaks", lambda rows: ["zz_heldout_name"])
     d = services.dataset_build_run(dataset_id=_queued(ml_staff).pk)
     assert d.status == "failed" and d.error == "ValueError: held-out names in a training split: zz_heldout_name"
 

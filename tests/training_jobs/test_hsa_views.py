@@ -36,7 +36,7 @@ def queued_tasks(monkeypatch):
     sent = []
     from training_jobs import tasks
 
-    monkeypatch.setattr(tasks.dataset_build, "delay", lambda dataset_id: sent.append(dataset_id))
+    monkeypatch.setattr(tasks.dataset_build, "apply_async", lambda args, queue, task_id: sent.append(args[0]))
     return sent
 
 
@@ -214,7 +214,7 @@ def test_cancel_from_the_page(client, ml_staff, running, done):
     response = client.post(f"/datasets/{running.pk}/cancel/")
     assert response.status_code == 302
     running.refresh_from_db()
-    assert running.cancel_requested and running.status == "running"
+    assert running.cancel_requested and running.status == "cancelling"  # it stops at its next step
     response = client.post(f"/datasets/{done.pk}/cancel/")
     assert response.status_code == 409 and "only a queued or running build" in response.content.decode()
     assert client.get(f"/datasets/{running.pk}/cancel/").status_code == 405

@@ -45,7 +45,7 @@ def erin(ml_staff):
         return TrainingJob.objects.create(name=name, kind="sft", status=status, config=CONFIG, base_model=base,
                                           created_by=ml_staff, progress_total=6, **kw)
 
-    return {"running": job("erin-running", "running", progress_step=3, metrics=[{"step": 1, "loss": 2.0, "t": 1.0}]),
+    return {"running": job("erin-running", "running", progress_done=3, metrics=[{"step": 1, "loss": 2.0, "t": 1.0}]),
             "failed": job("erin-failed", "failed", error="boom"),
             "build": Dataset.objects.create(name="erin-build", kind="hsa", created_by=ml_staff, status="running",
                                             progress_done=5, progress_total=16, stage="building rows"),

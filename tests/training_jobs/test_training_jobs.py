@@ -22,6 +22,7 @@ from django.utils import timezone
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.models import AuditEvent
 from tests.conftest import start_worker, stop_worker
+from console.jobs import jobs_sweep_stalled
 from training_jobs import services, tasks
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
 
@@ -32,7 +33,7 @@ CONFIG = {"max_steps": 6, "per_device_batch_size": 2, "learning_rate": 5e-3, "sa
 
 
 def _dataset(user, kind="hsa") -> Dataset:
-    with mock.patch.object(services, "_enqueue"):  # built here: the session's worker must not claim it first
+    with mock.patch.object(tasks.dataset_build, "apply_async"):  # built here: the session's worker must not claim it
         d = services.dataset_build_start(user=user, kind=kind,
                                          recipe={"variants_per_sample": 2, "harness_pool_size": 2},
                                          sources={"scenarios": [], "tiny_gold": 16, "tiny_gold_seed": 3})
@@ -138,7 +139,7 @@ def test_a_job_trains_registers_its_model_and_the_model_serves(ml_staff, manager
         job = _start(ml_staff, ready, kind="baseline_sft", dataset_id=ready["fixed"].pk)
     job = services.training_job_run(job_id=job.pk)
     assert job.status == "succeeded", job.error
-    assert job.progress_step == job.progress_total == 6 and job.worker_host and job.heartbeat_at
+    assert job.progress_done == job.progress_total == 6 and job.worker_host and job.heartbeat_at
     losses = [p for p in job.metrics if "loss" in p]
     assert [p["step"] for p in losses] == list(range(1, 7)) and all(p["loss"] > 0 for p in losses)
     assert "training from step 0 to 6" in job.log_tail
@@ -170,9 +171,9 @@ def test_a_job_trains_registers_its_model_and_the_model_serves(ml_staff, manager
         pid = model.serve_pid
         services.model_serve_stop(model_id=model.pk)
     deadline = time.monotonic() + 15
-    while services._alive(pid) and time.monotonic() < deadline:
+    while services.serving._alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not services._alive(pid) or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert not services.serving._alive(pid) or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert TrainedModel.objects.get(pk=model.pk).serve_pid is None
 
 
@@ -185,7 +186,7 @@ def test_cancel_mid_run_then_resume_finishes_the_schedule(ml_staff, ready):
     done = threading.Thread(target=lambda: (services.training_job_run(job_id=job.pk), connection.close()))
     done.start()
     deadline = time.monotonic() + 120
-    while (current := TrainingJob.objects.get(pk=job.pk)).progress_step < 2:
+    while (current := TrainingJob.objects.get(pk=job.pk)).progress_done < 2:
         assert time.monotonic() < deadline and done.is_alive(), (current.status, current.error)
         time.sleep(0.2)
     assert services.training_job_cancel(user=ml_staff, job=job).status == "cancelling"
@@ -201,7 +202,7 @@ def test_cancel_mid_run_then_resume_finishes_the_schedule(ml_staff, ready):
         job = services.training_job_resume(user=ml_staff, job=job)
     assert (job.status, job.resumes, job.cancel_requested) == ("queued", 1, False)
     job = services.training_job_run(job_id=job.pk)
-    assert job.status == "succeeded" and job.progress_step == 40
+    assert job.status == "succeeded" and job.progress_done == 40
     steps = [p["step"] for p in job.metrics if "loss" in p]
     assert steps == sorted(steps) and steps[-1] == 40 and f"resuming from checkpoint-{stopped_at}" in job.log_tail
     with pytest.raises(InvalidTransition):
@@ -280,12 +281,12 @@ def test_sweep_fails_jobs_whose_worker_went_silent(ml_staff, ready):
 
     dead, cancelling = job("running", heartbeat_at=old), job("cancelling", heartbeat_at=old)
     alive, queued = job("running", heartbeat_at=now), job("queued", started_at=None)
-    assert sorted(services.training_job_sweep_stalled(now=now)) == sorted([str(dead.pk), str(cancelling.pk)])
+    assert sorted(jobs_sweep_stalled(now=now)) == sorted([str(dead.pk), str(cancelling.pk)])
     dead.refresh_from_db()
     assert dead.status == "failed" and dead.error.startswith("WorkerLost") and dead.can_resume
     assert TrainingJob.objects.get(pk=cancelling.pk).status == "cancelled"
     assert {TrainingJob.objects.get(pk=j.pk).status for j in (alive, queued)} == {"running", "queued"}
-    assert services.training_job_sweep_stalled(now=now) == []
+    assert jobs_sweep_stalled(now=now) == []
 
 
 # --- the real worker -----------------------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ def test_the_worker_trains_on_the_gpu_queue(ml_staff, ready, celery_worker_proce
     job = _start(ml_staff, ready)  # queued on commit to the gpu queue the session worker consumes
     deadline = time.monotonic() + 300
     while not (job := TrainingJob.objects.get(pk=job.pk)).status in ("succeeded", "failed"):
-        assert time.monotonic() < deadline, (job.status, job.progress_step)
+        assert time.monotonic() < deadline, (job.status, job.progress_done)
         time.sleep(0.5)
     assert job.status == "succeeded", job.error
     assert TrainedModel.objects.filter(job=job, kind="sft").exists()
@@ -313,9 +314,9 @@ def test_a_killed_worker_is_detected_and_the_job_resumes(ml_staff, ready, settin
 
         with mock.patch.object(tasks.training_job, "apply_async"):  # queued to the test's own worker below
             job = _start(ml_staff, ready, config={**CONFIG, "max_steps": 400, "save_steps": 2})
-        tasks.training_job.apply_async(args=(str(job.pk),), queue="train-kill-test")
+        tasks.training_job.apply_async(args=(str(job.pk),), queue="train-kill-test", task_id=job.task_id)
         deadline = time.monotonic() + 180
-        while (job := TrainingJob.objects.get(pk=job.pk)).progress_step < 3:
+        while (job := TrainingJob.objects.get(pk=job.pk)).progress_done < 3:
             assert job.status in ("queued", "running") and time.monotonic() < deadline, (job.status, job.error)
             time.sleep(0.2)
         os.kill(proc.pid, signal.SIGKILL)
@@ -324,7 +325,7 @@ def test_a_killed_worker_is_detected_and_the_job_resumes(ml_staff, ready, settin
         settings.HEARTBEAT_STALE_S = 2.0
         while timezone.now() < last + timedelta(seconds=2.2):
             time.sleep(0.1)
-        assert services.training_job_sweep_stalled() == [str(job.pk)]
+        assert jobs_sweep_stalled() == [str(job.pk)]
         job.refresh_from_db()
         assert job.status == "failed" and "WorkerLost" in job.error and job.can_resume
     finally:
@@ -334,7 +335,7 @@ def test_a_killed_worker_is_detected_and_the_job_resumes(ml_staff, ready, settin
 @needs_shared_db
 @pytest.mark.django_db(transaction=True)
 def test_a_cancel_not_honoured_in_time_is_revoked_and_the_job_ends_cancelled(ml_staff, ready, settings):
-    """The fallback of a cooperative cancel: a job that keeps running past ``TRAINING_CANCEL_GRACE_S`` (here its
+    """The fallback of a cooperative cancel: a job that keeps running past ``JOB_CANCEL_GRACE_S`` (here its
     stop flag is never raised, as when a step hangs) has its Celery task revoked with SIGTERM. The worker's pool
     process dies, the stage processes it launched die with it, the heartbeat stops and the sweep ends the job
     cancelled, resumable. A prefork worker, as `make run` starts."""
@@ -348,18 +349,18 @@ def test_a_cancel_not_honoured_in_time_is_revoked_and_the_job_ends_cancelled(ml_
                                                    "threads": 1})
         tasks.training_job.apply_async(args=(str(job.pk),), queue="train-revoke-test", task_id=job.task_id)
         deadline = time.monotonic() + 180
-        while (job := TrainingJob.objects.get(pk=job.pk)).progress_step < 3:
+        while (job := TrainingJob.objects.get(pk=job.pk)).progress_done < 3:
             assert job.status in ("queued", "running") and time.monotonic() < deadline, (job.status, job.error)
             time.sleep(0.2)
-        asked = timezone.now() - timedelta(seconds=settings.TRAINING_CANCEL_GRACE_S + 1)
+        asked = timezone.now() - timedelta(seconds=settings.JOB_CANCEL_GRACE_S + 1)
         TrainingJob.objects.filter(pk=job.pk).update(status="cancelling", cancel_requested_at=asked)
 
-        assert services.training_job_sweep_stalled() == []  # revoked; still beating for a moment
+        assert jobs_sweep_stalled() == []  # revoked; still beating for a moment
         job.refresh_from_db()
         assert job.revoked_at is not None and f"its task {job.task_id} was revoked" in job.log_tail
         settings.HEARTBEAT_STALE_S = 2.0
         deadline = time.monotonic() + 60
-        while services.training_job_sweep_stalled() != [str(job.pk)]:
+        while jobs_sweep_stalled() != [str(job.pk)]:
             assert time.monotonic() < deadline, "the job's heartbeat did not stop after the revoke"
             time.sleep(0.5)
         job.refresh_from_db()

@@ -54,13 +54,13 @@ def test_roles_and_unknown_jobs_are_refused(job, manager, ml_staff):
 @pytest.mark.django_db(transaction=True)
 def test_progress_is_pushed_once_per_point_and_resumes_after_t(job, ml_staff):
     login_cookie(ml_staff)
-    reporter = services._JobReporter(job.pk)
+    reporter = services.JobReporter(job)
 
     async def go():
         comm = ws(job.pk, ml_staff)
         assert (await comm.connect(timeout=5))[0]
         first = await comm.receive_json_from(timeout=5)
-        reporter.stage = "sft"
+        reporter.stage_name = "sft"
         await database_sync_to_async(reporter.report)({"step": 3, "max_steps": 10, "loss": 2.0})
         await database_sync_to_async(reporter.flush)(force=True)
         pushed = await comm.receive_json_from(timeout=1.5)  # before the 2 s poll: the layer carried it

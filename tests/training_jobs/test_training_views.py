@@ -70,7 +70,7 @@ def finished(ml_staff, hsa, base):
     """A succeeded HSA-SFT job and the model it registered."""
     job = TrainingJob.objects.create(
         name="sft-done", kind="sft", status="succeeded", config=CONFIG, dataset=hsa, base_model=base,
-        created_by=ml_staff, progress_step=6, progress_total=6, metrics=_points(6), worker_host="gpu-host-1",
+        created_by=ml_staff, progress_done=6, progress_total=6, metrics=_points(6), worker_host="gpu-host-1",
         log_tail="06:00:01 training from step 0 to 6\n06:00:30 done", output_dir="/tmp/runs/x")
     model = TrainedModel.objects.create(name="sft-done", kind="sft", path="/tmp/runs/x/sft/final", parent=base,
                                         job=job, dataset=hsa, config=CONFIG, metrics={"train_loss": 1.1},
@@ -83,14 +83,14 @@ def finished(ml_staff, hsa, base):
 @pytest.fixture
 def running(ml_staff, hsa, base):
     return TrainingJob.objects.create(name="sft-running", kind="sft", status="running", config=CONFIG, dataset=hsa,
-                                      base_model=base, created_by=ml_staff, progress_step=3, progress_total=6,
+                                      base_model=base, created_by=ml_staff, progress_done=3, progress_total=6,
                                       metrics=_points(6, upto=3), stage="training", worker_host="gpu-host-2")
 
 
 @pytest.fixture
 def failed(ml_staff, hsa, base):
     return TrainingJob.objects.create(name="sft-failed", kind="sft", status="failed", config=CONFIG, dataset=hsa,
-                                      base_model=base, created_by=ml_staff, progress_step=2, progress_total=6,
+                                      base_model=base, created_by=ml_staff, progress_done=2, progress_total=6,
                                       metrics=_points(6, upto=2), error="FileNotFoundError: dataset gone")
 
 
@@ -464,7 +464,7 @@ def test_rl_jobs_draw_their_reward_curves(client, ml_staff, base):
     points = [{"step": i, "loss": 0.1, "learning_rate": 1e-3, "reward": 0.2 * i, "rewards/accuracy/mean": 0.5,
                "rewards/tool_rationality/mean": 0.1 * i, "t": float(i)} for i in range(1, 4)]
     job = TrainingJob.objects.create(name="rl", kind="rl", config={}, base_model=base, created_by=ml_staff,
-                                     status="running", progress_step=3, progress_total=5, metrics=points)
+                                     status="running", progress_done=3, progress_total=5, metrics=points)
     client.force_login(ml_staff)
     html = client.get(f"/training/{job.pk}/").content.decode()
     assert 'data-testid="reward-curve-reward"' in html and 'data-testid="reward-curve-accuracy"' in html
@@ -522,7 +522,7 @@ def test_compare_says_which_stage_a_pipeline_s_last_loss_is_from(client, ml_staf
     points = [{"step": 1, "loss": 2.0, "stage": "sft"}, {"step": 2, "loss": 1.0, "stage": "sft"},
               {"step": 3, "loss": -0.02, "reward": 0.75, "stage": "rl"}]
     pipeline = TrainingJob.objects.create(name="pipe", kind="pipeline", config={}, base_model=base,
-                                          created_by=ml_staff, status="succeeded", progress_step=3, progress_total=3,
+                                          created_by=ml_staff, status="succeeded", progress_done=3, progress_total=3,
                                           metrics=points)
     client.force_login(ml_staff)
     response = client.get("/training/compare/", {"jobs": [str(finished.pk), str(pipeline.pk)]})

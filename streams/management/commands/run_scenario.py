@@ -17,7 +17,7 @@ from console import roles
 from console.errors import DomainError
 from harness_editor.models import HarnessVersion
 from streams import selectors, services
-from streams.models import ModelEndpoint, PreviewRoom, Scenario
+from streams.models import ModelEndpoint, PreviewRoom, Scenario, ScenarioRun
 
 
 def _version(spec: str) -> HarnessVersion:
@@ -93,19 +93,19 @@ class Command(BaseCommand):
         except Exception as exc:  # recorded on the run; say so and fail
             run = PreviewRoom.objects.get(pk=run.pk)
             self.stderr.write(f"run {run.pk} failed: {type(exc).__name__}: {exc}")
-        self._report(run, as_json)
-        if run.run_status != PreviewRoom.RunStatus.FINISHED:
+        self._report(run.job, as_json)
+        if run.job.status != ScenarioRun.Status.SUCCEEDED:
             raise SystemExit(1)
-        if fail_on_fallback and run.summary.get("fallbacks"):
+        if fail_on_fallback and run.job.summary.get("fallbacks"):
             raise SystemExit(2)
 
-    def _report(self, run: PreviewRoom, as_json: bool) -> None:
+    def _report(self, run: ScenarioRun, as_json: bool) -> None:
         s = run.summary
         if as_json:
-            self.stdout.write(json.dumps({"run": str(run.pk), "status": run.run_status, "summary": s}, indent=2))
+            self.stdout.write(json.dumps({"run": str(run.pk), "status": run.status, "summary": s}, indent=2))
             return
         took = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
-        self.stdout.write(f"status: {run.run_status}" + (f" in {took:.1f} s" if took is not None else ""))
+        self.stdout.write(f"status: {run.status}" + (f" in {took:.1f} s" if took is not None else ""))
         if run.error:
             self.stdout.write(f"error: {run.error}")
         self.stdout.write(f"comments {s.get('comments', 0)} · turns {s.get('turns', 0)} · replies "
