@@ -1,6 +1,6 @@
 """Stage 2 (on-policy distillation) for real with TRL on tiny models: the student samples, the frozen base
 model is the teacher; loss finite, the student's weights change and the teacher's do not, the final model
-reloads; mismatched tokenizers are refused. General prompts: IFEval (shipped) + the built set."""
+reloads; mismatched tokenizers are refused. General prompts: tests/training_jobs/test_general_prompts.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from training_jobs.hat.config import DistillStageConfig
 from training_jobs.hat.distill import run_distill
-from training_jobs.hat.general_prompts import built_prompts, general_prompts, ifeval_prompts
+from training_jobs.hat.general_prompts import general_prompts
 from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
 
 FAST = dict(max_steps=3, per_device_batch_size=2, learning_rate=1e-3, save_steps=100, max_new_tokens=8, threads=2)
@@ -21,16 +21,6 @@ def _weights(model_dir):
     from safetensors.torch import load_file
 
     return load_file(str(Path(model_dir) / "model.safetensors"))
-
-
-def test_general_prompts_mix_ifeval_and_the_built_set_deterministically():
-    assert len(ifeval_prompts()) == 541
-    a, b = general_prompts(40, seed=1), general_prompts(40, seed=1)
-    assert a == b and len(a) == len(set(a)) == 40
-    ifeval = set(ifeval_prompts())
-    assert sum(p in ifeval for p in a) == 20 and general_prompts(40, seed=2) != a
-    many = built_prompts(300)
-    assert len(many) == 300 and len(set(many[:172])) == 172  # every distinct prompt before a repeat
 
 
 class Recorder:
