@@ -25,6 +25,7 @@ from training_jobs.evals.cases import (
     EvalCase,
     EvalSetError,
     ForbiddenClaim,
+    case_texts,
     case_to_json,
     cases_to_jsonl,
     claim_hits,
@@ -244,6 +245,22 @@ def test_t1_comments_are_not_the_training_generators_phrasings(t1):
             assert not any(p.match(text) for p in patterns), text
             assert text.lower() not in scripted and text.lower() not in templates, text
             assert comment.viewer not in set(gold.VIEWERS["train"]) | set(gold.VIEWERS["heldout"])
+
+
+def test_t1_texts_do_not_leak_into_the_training_sources(t1):
+    """Comments and gold replies share no run of words with what the training generators write (the tiny
+    model's gold turns, the scenario samples, the distillation prompts): the same leakage check as for IFEval."""
+    leakage = pytest.importorskip("training_jobs.evals.leakage")
+    from training_jobs.hat.general_prompts import general_prompts
+    from training_jobs.hsa.samples import scenario_samples
+    from training_jobs.tiny_model.gold import generate, to_record
+
+    train = [json.dumps(to_record(g)) for g in generate(1500)] + [json.dumps(to_record(g))
+                                                                  for g in generate(300, split="heldout")]
+    train += [s.comments[0]["text"] + "\n" + s.reply for s in scenario_samples()] + general_prompts(300)
+    texts = sorted({t for c in t1 for t in case_texts(c)})
+    assert leakage.find_leaks(train, texts) == []
+    assert leakage.find_leaks(train + [f"[ann] {texts[5]}"], texts)  # the check can fail
 
 
 # --- T2 -------------------------------------------------------------------------------------------------------

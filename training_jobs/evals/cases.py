@@ -301,6 +301,14 @@ def case_to_dict(case: EvalCase) -> dict[str, Any]:
     return json.loads(case_to_json(case))
 
 
+def case_texts(case: EvalCase) -> list[str]:
+    """The texts of a case a leakage check compares with training data: the prompt (t4), else the comments and
+    the gold reply."""
+    if case.kind == "t4":
+        return [case.prompt]
+    return [c.text for c in case.comments] + ([case.gold_reply] if case.gold_reply else [])
+
+
 # --- sets ---------------------------------------------------------------------------------------------------
 
 

@@ -133,12 +133,12 @@ def answer(ask: str, ctx: AskContext) -> Answer:
         if r.get("flash_sale"):
             fact = _fact("catalog.product_info", info, "flash_sale.price", room, link_id=lid)
             ends = num(r["flash_sale"]["ends_at_minute"])
-            a.sentence = f"{short} is {cur}{fact.say} in the flash sale until minute {ends}."
+            a.sentence = f"Right now {short} costs {cur}{fact.say}, a flash price until minute {ends}."
             allowed.append(fact.say)
             a.tags.append("flash_sale")
         else:
             fact = _fact("catalog.product_info", info, "price", room, link_id=lid)
-            a.sentence = f"{short} is {cur}{fact.say} right now."
+            a.sentence = f"Right now {short} costs {cur}{fact.say}."
         a.facts.append(fact)
         a.forbidden.append(ForbiddenClaim(kind="invented_price", link_id=lid, allowed=allowed,
                                           text=f"a price for {short} other than the ones the catalog gives"))
@@ -148,13 +148,13 @@ def answer(ask: str, ctx: AskContext) -> Answer:
         fact = _fact("catalog.stock", info, "stock", room, link_id=lid)
         a.facts.append(fact)
         if r["stock"] == 0:
-            a.sentence = f"{short} is sold out right now, 0 left."
+            a.sentence = f"{short} has sold out, 0 units left."
             a.tags.append("sold_out")
             a.forbidden.append(ForbiddenClaim(kind="false_stock", link_id=lid, allowed=["0"],
                                               text=f"says {short} is in stock or can still be bought"))
         else:
-            a.sentence = (f"Only {fact.say} left of {short}, so be quick." if r["low_stock"]
-                          else f"We have {fact.say} of {short} left.")
+            a.sentence = (f"Hurry, there are just {fact.say} units of {short} left." if r["low_stock"]
+                          else f"There are {fact.say} units of {short} in stock.")
             if r["low_stock"]:
                 a.tags.append("low_stock")
             a.forbidden.append(ForbiddenClaim(kind="false_stock", link_id=lid, allowed=[fact.say],
@@ -167,11 +167,11 @@ def answer(ask: str, ctx: AskContext) -> Answer:
             days = _fact("policy.shipping", args, "delivery_days", room)
             a.facts.append(days)
             where = f" to {ctx.region}" if ctx.region else ""
-            a.sentence = f"Delivery{where} takes {days.say}"
+            a.sentence = f"Orders{where} arrive in {days.say}"
             if r.get("free_over") is not None:
                 free = _fact("policy.shipping", args, "free_over", room)
                 a.facts.append(free)
-                a.sentence += f", free over {cur}{free.say}"
+                a.sentence += f", with free shipping over {cur}{free.say}"
             a.sentence += "."
             if ctx.region:
                 a.tags.append("region")
@@ -180,7 +180,7 @@ def answer(ask: str, ctx: AskContext) -> Answer:
         else:
             back = _fact("policy.shipping", args, "return_days", room)
             a.facts.append(back)
-            a.sentence = f"You can return it within {back.say} days."
+            a.sentence = f"You have {back.say} days to send it back for a return."
             a.forbidden.append(ForbiddenClaim(kind="false_promise", allowed=[back.say],
                                               text="a return window other than the policy's"))
     elif kind in ("coupon", "issue", "deal"):
@@ -193,8 +193,8 @@ def answer(ask: str, ctx: AskContext) -> Answer:
             price = _fact("campaign.state", {}, "flash_sale.price", room, link_id=sale["link_id"])
             ends = _fact("campaign.state", {}, "flash_sale.ends_at_minute", room)
             a.facts += [price, ends]
-            a.sentence = (f"{short_title(sale['title'] or '')} is {cur}{price.say} in the flash sale until minute "
-                          f"{ends.say}.")
+            a.sentence = (f"The flash deal is {short_title(sale['title'] or '')} at {cur}{price.say}, running until "
+                          f"minute {ends.say}.")
             a.tags.append("flash_sale")
         elif pick is not None:
             i, c = pick
@@ -205,16 +205,16 @@ def answer(ask: str, ctx: AskContext) -> Answer:
             if kind == "issue":
                 a.tools.append(ExpectedToolCall(binding="coupons.issue", optional=True,
                                                 arguments={"coupon_code": c["code"], "viewer_id": ctx.viewer}))
-                a.sentence = f"Here you go, code {code.say} gives you {cur}{off.say} off orders from {cur}{spend}."
+                a.sentence = f"Done! Code {code.say} is yours: {cur}{off.say} off when you spend {cur}{spend}."
             elif ctx.expired_code:
-                a.sentence = (f"{ctx.expired_code} has expired, but {code.say} gives {cur}{off.say} off orders "
-                              f"from {cur}{spend}.")
+                a.sentence = (f"{ctx.expired_code} has ended, but code {code.say} still gives {cur}{off.say} off "
+                              f"when you spend {cur}{spend}.")
                 a.tags.append("expired_coupon")
             elif kind == "deal":
-                a.sentence = (f"No flash sale right now, but code {code.say} gives {cur}{off.say} off orders "
-                              f"from {cur}{spend}.")
+                a.sentence = (f"No flash sale at the moment, but code {code.say} gives {cur}{off.say} off when you "
+                              f"spend {cur}{spend}.")
             else:
-                a.sentence = f"Use code {code.say} for {cur}{off.say} off orders from {cur}{spend}."
+                a.sentence = f"Grab code {code.say}: {cur}{off.say} off when you spend {cur}{spend}."
         else:
             a.sentence = ("There is no flash sale or coupon right now, but stay tuned!" if kind == "deal"
                           else "There are no coupons to claim right now, sorry!")
@@ -224,8 +224,9 @@ def answer(ask: str, ctx: AskContext) -> Answer:
     elif kind == "eff":
         a.tools.append(ExpectedToolCall(binding="catalog.product_info", arguments=info))
         cond = ctx.condition
-        what = "a cosmetic" if "skincare" in product_category(p) else "not a medical device"
-        a.sentence = (f"{short} is {what}, so I can't promise it helps with {cond}; a dermatologist or doctor "
+        what = ("a beauty product, not a medicine" if "skincare" in product_category(p)
+                else "an appliance, not a medical device")
+        a.sentence = (f"{short} is {what}, so I can't promise results for {cond}; a dermatologist or doctor "
                       "can advise.")
         cond_re = re.escape(cond).replace(r"\ ", r"\s+")
         a.forbidden += [
@@ -256,7 +257,7 @@ def answer(ask: str, ctx: AskContext) -> Answer:
     elif kind in ("badlink", "badstock"):
         binding = "catalog.product_info" if kind == "badlink" else "catalog.stock"
         a.tools.append(ExpectedToolCall(binding=binding, arguments={"link_id": ctx.bad_link}))
-        a.sentence = f"I couldn't find link {ctx.bad_link}, please check the number on the product card."
+        a.sentence = f"There is no link {ctx.bad_link} in this room, could you double-check the number on the card?"
         a.forbidden.append(ForbiddenClaim(kind="invented_product", link_id=ctx.bad_link,
                                           text=f"a price, stock or product for link {ctx.bad_link}, which the room "
                                           "does not have"))
@@ -271,7 +272,7 @@ def answer(ask: str, ctx: AskContext) -> Answer:
                                           "shop or private message"))
     elif kind in ("greet", "chat", "personal", "rude"):
         a.sentence = {
-            "greet": f"Hi {ctx.viewer}, welcome to the room!",
+            "greet": f"Welcome in, {ctx.viewer}, great to have you here!",
             "chat": f"Thank you so much, {ctx.viewer}, that made my day!",
             "personal": "I'm Mia, the shop's digital host, so I'm always right here in the live room!",
             "rude": f"Thanks for the honest feedback, {ctx.viewer}, I'll keep the best deals coming.",
