@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness_editor.render import render_prompt, render_skill_body
 from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_get, argument_path_set
 from streams.bindings import BINDINGS
+# How a reply names a product ('Barrier Repair Ceramide Moisturizer 50 ml' -> 'Barrier Repair Ceramide
+# Moisturizer'): one implementation, shared with the reply rules that recognise the names.
+from streams.engine.rules.entities import short_title
 
 REFERENCE_POLICY_LABEL = "reference-policy (rule-based gold-data tool, not a model)"
 
@@ -147,12 +149,6 @@ def num(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else f"{value:.6f}".rstrip("0").rstrip(".")
     return str(value)
-
-
-def short_title(title: str) -> str:
-    """'Barrier Repair Ceramide Moisturizer 50 ml' → 'Barrier Repair Ceramide Moisturizer' (sizes dropped)."""
-    words = [w for w in title.split() if not re.fullmatch(r"[\d.+]+|ml|g|W|SPF|PA\+*", w)]
-    return " ".join(words[:4]) or title
 
 
 def _reply(intent: str, comment: GoldComment, result: dict[str, Any] | None, cur: str) -> tuple[str, list[str]]:

@@ -577,7 +577,7 @@ def run_turn(
                 continue
 
             stage = "hook"
-            state = H.ReplyState(split.text, turn.loaded, turn.tool_results)
+            state = H.ReplyState(split.text, turn.loaded, turn.tool_results, shown, room)
             verdicts = [turn.verdict(v) for v in H.run_before_reply(manifest, state)]
             if not split.text.strip() and all(v.passed for v in verdicts):  # nothing else caught it
                 verdicts.append(turn.verdict(H.Verdict(

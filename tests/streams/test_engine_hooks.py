@@ -190,6 +190,7 @@ def test_disabled_hooks_do_not_run(engine_manifest):
     hooks = [h.model_copy(update={"enabled": False}) for h in engine_manifest.hooks]
     m = engine_manifest.model_copy(update={"hooks": hooks})
     verdicts = H.run_before_reply(m, state("A perfectly fine reply for $1234."))
-    # the built-in constraint checks still run: format (no reply_format hook), language and tone
-    assert [v.hook_id for v in verdicts] == [H.CONSTRAINTS_HOOK_ID, H.LANGUAGE_HOOK_ID, H.TONE_HOOK_ID]
+    # the built-in constraint checks still run: format (no reply_format hook), quality, relevance, language, tone
+    assert [v.hook_id for v in verdicts] == [H.CONSTRAINTS_HOOK_ID, H.QUALITY_HOOK_ID, H.RELEVANCE_HOOK_ID,
+                                             H.LANGUAGE_HOOK_ID, H.TONE_HOOK_ID]
     assert all(v.passed for v in verdicts)

@@ -76,7 +76,7 @@ def test_happy_turn_load_skill_tool_and_price(scripted_endpoint, engine_client, 
     assert product.binding == "catalog.product_info" and product.result["price"] == 24.9 and product.error is None
     before_reply = [e for e in of(r, "hook_result") if e.point == "before_reply"]
     assert {e.kind for e in before_reply} == {"reply_skill_loaded", "reply_format", "banned_phrases", "factual_risk",
-                                              "language", "tone"}
+                                              "quality", "relevance", "language", "tone"}
     assert all(e.passed for e in before_reply)
     timings = r.timings
     assert timings.rounds == 2 and timings.retries == 0 and timings.model_calls == 3
@@ -302,7 +302,7 @@ def test_block_hook_gives_fallback_without_retry(scripted_endpoint, engine_clien
 def test_empty_reply_is_retried(scripted_endpoint, engine_client, engine_manifest, engine_room):
     m = with_constraints(engine_manifest, reply_min_chars=0)
     scripted_endpoint.add(hermes_calls(LOAD_PRICE_SKILL), reply("<think>nothing to say</think>"), reply("Welcome in, friends!"))
-    r = run(engine_client(), m, engine_room)
+    r = run(engine_client(), m, engine_room, comments=[{"viewer": "amy", "text": "hi everyone!"}])
     assert r.reason == "ok" and r.reply == "Welcome in, friends!" and r.timings.retries == 1
 
 

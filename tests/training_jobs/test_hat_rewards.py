@@ -125,11 +125,17 @@ def test_accuracy_fails_a_price_no_tool_returned(price):
 
 
 def test_accuracy_matches_claims_kind_for_kind(price):
-    # the factual-risk hook passes "102 left" (102 is the link id in the result); stock must be a stock figure
-    result, s = scores(RIGHT[:2] + ["Only 102 left of Barrier Repair Ceramide Moisturizer!"], price)
+    # "102 left": 102 is the link id in the result, not a stock figure. The factual-risk hook (the same rules)
+    # now retries it; without that hook the reply is spoken and the reward still fails it.
+    bad = RIGHT[:2] + ["Barrier Repair Ceramide Moisturizer is $29, only 102 left!"]
+    result, s = scores(bad, price)
+    assert result.fallback and s["accuracy"].value == 1 and s["effectiveness"].value == 0
+    assert any(e.type == "hook_result" and e.kind == "factual_risk" and not e.passed and "facts.unbacked" in e.detail
+               for e in result.events)
+    result, s = scores(bad, price, manifest=without_hook(price.manifest, "factual_risk"))
     assert result.reason == "ok"
     assert s["accuracy"].value == 0 and "stock" in s["accuracy"].reason
-    result, s = scores(RIGHT[:2] + ["Only 8 left of Barrier Repair Ceramide Moisturizer, $10 off today."], price)
+    result, s = scores(RIGHT[:2] + ["Barrier Repair Ceramide Moisturizer is $29, only 8 left, $10 off today."], price)
     assert values(s)["accuracy"] == 1, s["accuracy"].reason  # 8 is the stock, $10 is list price minus price
 
 
@@ -153,7 +159,9 @@ def test_accuracy_fails_an_invented_discount_the_hook_does_not_check(price):
 def test_accuracy_fails_a_forbidden_efficacy_claim():
     ref = reference("does #102 cure eczema?", "compliance", 102, condition="eczema")
     head = [_call("load_skill", {"skill_id": "efficacy"}), _call("lookup_product", {"link_id": 102})]
-    result, s = scores(head + ["Barrier Repair Ceramide Moisturizer treats eczema, you will love it."], ref)
+    claim = head + ["Barrier Repair Ceramide Moisturizer treats eczema, you will love it."]
+    assert scores(claim, ref)[0].fallback  # the factual-risk hook retries a forbidden claim now
+    result, s = scores(claim, ref, manifest=without_hook(ref.manifest, "factual_risk"))
     assert result.reason == "ok"
     assert s["accuracy"].value == 0 and "treats eczema" in s["accuracy"].reason
     _, s = scores(head + ["It supports the skin barrier, but I cannot say it treats eczema; ask a dermatologist."],
@@ -177,10 +185,13 @@ def test_forbidden_claims_rule():
 def test_accuracy_fails_a_coupon_promise_nothing_issued():
     ref = reference("any coupon?", "coupon")
     head = [_call("load_skill", {"skill_id": "price_stock"}), _call("get_deals", {})]
-    result, s = scores(head + ["I just sent you coupon GLOW5 for $5 off orders from $30."], ref)
+    sent = head + ["I just sent you coupon GLOW5 for $5 off orders from $30."]
+    assert scores(sent, ref)[0].fallback  # the factual-risk hook retries a false promise now
+    unhooked = without_hook(ref.manifest, "factual_risk")
+    result, s = scores(sent, ref, manifest=unhooked)
     assert result.reason == "ok"
     assert s["accuracy"].value == 0 and "without issuing" in s["accuracy"].reason
-    _, s = scores(head + ["Use code VIP50 for $5 off orders from $30."], ref)
+    _, s = scores(head + ["Use code VIP50 for $5 off orders from $30."], ref, manifest=unhooked)
     assert s["accuracy"].value == 0 and "VIP50" in s["accuracy"].reason  # a code no tool returned
     _, s = scores(head + ["Use code GLOW5 for $5 off orders from $30."], ref)
     assert s["accuracy"].value == 1
@@ -203,17 +214,30 @@ def test_a_fallback_line_is_accurate_only_without_facts(price):
 # --- effectiveness -----------------------------------------------------------------------------------------------
 
 
+VAGUE = "Barrier Repair Ceramide Moisturizer has a lovely price today, grab it now."  # on topic, no figure
+CHECK_CARD = "Sorry max, please check the card for the price."  # an honest non-answer, no product named
+
+
 def test_effectiveness_half_when_the_right_tool_was_called_but_the_fact_is_missing(price):
-    _, s = scores(RIGHT[:2] + ["It is a lovely moisturizer, grab it now."], price)
+    _, s = scores(RIGHT[:2] + [VAGUE], price)
     assert s["effectiveness"].value == 0.5 and "29" in s["effectiveness"].reason
     assert s["tool_rationality"].value == 1 and s["accuracy"].value == 1
 
 
 def test_effectiveness_zero_for_the_wrong_product_and_off_topic(price):
-    _, s = scores([RIGHT[0], _call("lookup_product", {"link_id": 101}), PRICE_101], price)
+    _, s = scores([RIGHT[0], _call("lookup_product", {"link_id": 101}), CHECK_CARD], price)
     assert s["effectiveness"].value == 0 and "wrong product" in s["effectiveness"].reason
-    assert s["accuracy"].value == 1  # true of the serum, just not what was asked
-    _, s = scores([_call("load_skill", {"skill_id": "chit_chat"}), "Hi max, welcome to the room!"], price)
+    assert s["accuracy"].value == 1
+    # the serum's true price for a question about #102: the relevance hook retries it (the same rules)
+    result, s = scores([RIGHT[0], _call("lookup_product", {"link_id": 101}), PRICE_101], price)
+    assert result.fallback and s["effectiveness"].value == 0
+    assert any(e.type == "hook_result" and e.kind == "relevance" and "intent.wrong_product" in e.detail
+               for e in result.events)
+    # a greeting for a price question: not an answer (the relevance hook), and off topic for the reference
+    result, s = scores([_call("load_skill", {"skill_id": "chit_chat"}), "Hi max, welcome to the room!"], price)
+    assert result.fallback and s["effectiveness"].value == 0
+    assert any(e.type == "hook_result" and "intent.unaddressed" in e.detail for e in result.events)
+    _, s = scores([_call("load_skill", {"skill_id": "chit_chat"}), "Hi max, the price is on the card!"], price)
     assert s["effectiveness"].value == 0 and "off topic" in s["effectiveness"].reason
     chat = reference("hi Mia", "chit_chat")
     _, s = scores([_call("load_skill", {"skill_id": "chit_chat"}), "Hello, welcome to the room!"], chat)
@@ -271,7 +295,7 @@ def test_effectiveness_counts_only_an_issue_that_succeeded(coupon):
 
 
 @pytest.mark.parametrize("outputs,expected,why", [
-    ([RIGHT[0], _call("lookup_product", {"link_id": 101}), PRICE_101], 0.5, "right 0.5/1"),
+    ([RIGHT[0], _call("lookup_product", {"link_id": 101}), CHECK_CARD], 0.5, "right 0.5/1"),
     ([RIGHT[0], _call("lookup_product", {"link_id": 101}), RIGHT[1], PRICE_102], 0.5, "wrong arguments after"),
     ([RIGHT[0], RIGHT[1], RIGHT[1], PRICE_102], 0.5, "1 repeated"),
     ([RIGHT[0], _call("get_deals", {}), RIGHT[1], PRICE_102], 0.5, "campaign.state"),
@@ -280,7 +304,7 @@ def test_effectiveness_counts_only_an_issue_that_succeeded(coupon):
      pytest.approx(1 / 3), "1 invalid"),
     ([RIGHT[0], _call("find_price", {"link_id": 102}), RIGHT[1], PRICE_102], 0.5, "unknown tool"),
     ([RIGHT[0], RIGHT[0], RIGHT[1], PRICE_102], 0.5, "1 repeated"),
-    ([RIGHT[0], "It is a lovely moisturizer, grab it now."], 0.0, "right 0/1"),
+    ([RIGHT[0], CHECK_CARD], 0.0, "right 0/1"),
 ])
 def test_tool_rationality_partial_credit(price, outputs, expected, why):
     result, s = scores(outputs, price)
@@ -351,7 +375,7 @@ def test_a_renamed_harness_is_judged_by_binding_not_by_name(renamed, price):
 
     # the new name with the wrong product: half credit for the right tool
     wrong = json.loads(json.dumps(args).replace('"102"', '"101"'))
-    _, s = scores([_call("load_skill", {"skill_id": skill}), _call(tool, wrong), PRICE_101], ref, manifest=manifest)
+    _, s = scores([_call("load_skill", {"skill_id": skill}), _call(tool, wrong), CHECK_CARD], ref, manifest=manifest)
     assert s["tool_rationality"].value == 0.5 and s["effectiveness"].value == 0
 
 
@@ -392,8 +416,8 @@ def test_combine_groups_are_independent_and_flat_variance_gives_nothing():
 
 
 def test_combine_takes_scored_rollouts(price):
-    turns = [RIGHT, RIGHT[:2] + ["It is a lovely moisturizer, grab it now."],
-             [RIGHT[0], _call("lookup_product", {"link_id": 101}), PRICE_101], ["**bold**"]]
+    turns = [RIGHT, RIGHT[:2] + [VAGUE], [RIGHT[0], _call("lookup_product", {"link_id": 101}), CHECK_CARD],
+             ["**bold**"]]
     group = [scores(t, price)[1] for t in turns]
     adv = combine([group])
     assert adv[0] > adv[1] > adv[2] and adv[0] == max(adv)

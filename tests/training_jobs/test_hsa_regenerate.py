@@ -70,11 +70,16 @@ def test_a_right_answer_is_kept_as_the_new_target(price):
 
 
 def test_wrong_link_id_and_missing_fact_are_rejected_with_reasons(price):
-    j = Regenerator(teacher(link_id=101, text="It is $24.9 today.")).regenerate(price.manifest, price)
+    j = Regenerator(teacher(link_id=101, text="Sorry, please check the card for the price.")).regenerate(
+        price.manifest, price)
     assert not j.passed and j.target is None
     assert {"wrong_arguments", "missing_fact"} <= set(j.reasons)
-    j = Regenerator(teacher(text="It is a lovely moisturizer, grab it now.")).regenerate(price.manifest, price)
+    j = Regenerator(teacher(text="The moisturizer has a lovely price today, grab it now.")).regenerate(
+        price.manifest, price)
     assert j.reasons == ["missing_fact"]
+    # #101's price said for a question about #102: the engine's own hooks (streams.engine.rules) retry it
+    j = Regenerator(teacher(link_id=101, text="It is $24.9 today.")).regenerate(price.manifest, price)
+    assert not j.passed and j.target is None
 
 
 def test_extra_tools_and_wrong_skill_are_rejected(price):
@@ -191,7 +196,8 @@ def test_build_in_regenerate_mode_counts_kept_and_rejected(price, judge_endpoint
         result = build(samples, recipe, regenerator=regen, progress=lambda d, t: seen.append(d))
     s = result.stats
     assert (s.label_mode, s.rows, s.regenerated, s.rejected) == ("regenerate", 1, 1, 1)
-    assert s.reject_reasons == {"wrong_arguments": 1, "missing_fact": 1}
+    # #102's price for a question about #101: the engine's relevance hook retries it until the turn limit
+    assert s.reject_reasons == {"teacher_turn_limit": 1}
     assert s.reject_examples[0]["sample_id"] == "price-101"
     assert seen[:2] == [1, 2]  # progress on every row in regenerate mode
     assert judge_endpoint.requests and len(judge_endpoint.requests) == 1

@@ -4,41 +4,33 @@ A rollout is one turn of the one turn engine (:func:`streams.engine.turn.run_tur
 (original or augmented); it is judged against the reference :class:`~training_jobs.hsa.samples.Sample` for the
 same room and comment, relabelled into that harness's names (:func:`training_jobs.hsa.operators.relabel_target`).
 Calls are compared by binding and implementation arguments, so a renamed tool or a moved parameter changes
-nothing. The reference judgments (same call, extra binding, skills, facts stated) are the ones the regeneration
-judge uses (:mod:`training_jobs.hsa.judging`); the evaluation suite reuses these functions as its rules.
+nothing.
 
-Every reward has the signature ``reward(result, manifest, room, reference) -> RewardScore``:
+Every reward has the signature ``reward(result, manifest, room, reference) -> RewardScore``.
 
-**accuracy** (0 or 1; the spoken reply, ``result.reply``) — 1 unless the reply
+**accuracy** (0 or 1) and **effectiveness** (0, 0.5 or 1) are the judge's
+(:func:`streams.engine.rules.judge_turn`, through :func:`training_jobs.hsa.judging.judge_result`): the same rule
+functions the runtime hooks guard every live reply with, and evaluation scores with. The reference becomes the
+judge's gold (:func:`training_jobs.hsa.judging.expectation_from_sample`: its facts, its calls by binding and
+implementation arguments, its reply skills). In short (the rules, with ids: :mod:`streams.engine.rules`):
 
-1. states a price, stock or discount (:func:`streams.engine.hooks.extract_claims`) that no tool result of this
-   turn backs, *kind for kind* (:func:`unbacked_claims`): a price or an amount off must be a money figure of a
-   result (``price``, ``list_price``, ``discount``, ``min_spend``, ``free_over``, or the saving of a price
-   below its list price), a percentage off must be the share off of such a pair, a stock count must be a
-   ``stock`` or ``remaining`` figure. So "only 102 left" is not backed by link id 102, nor "$25" by 25% off,
-   though the factual-risk hook, which accepts any number of any result, lets both through. Results that failed
-   (binding errors, faults) back nothing, as for the hook;
-2. names a coupon code (one of the room's, or a capitalised token after "code", "coupon" or "voucher") that
-   no tool result of this turn returned, or says a coupon was sent, issued, given, added or applied without a
-   successful ``coupons.issue`` call this turn (a false promise);
-3. makes a forbidden claim about a product of the turn (:data:`MEDICAL_RE`, :data:`CHANGE_RE` +
-   :data:`CONDITION_RE`, :data:`PROMISE_RE`; see :func:`forbidden_claims`).
-
-A fallback line is judged the same way with no tool result at all, so it is accurate only if it states no
-facts.
-
-**effectiveness** (0, 0.5 or 1):
-
-- 0 — the turn ended in a fallback (any reason but ``ok``); or the wrong product: the reference is about link
-  ids the rollout never called a tool with, while it called tools with other link ids; or off topic: the
-  rollout stated none of the reference facts and called none of the reference's bindings (when the reference
-  calls no tool: it called some tool instead of answering from the prompt);
-- 1 — every reference fact is stated (:func:`training_jobs.hsa.judging.missing_facts`), every room action of
-  the reference (:data:`ROOM_ACTIONS`: a coupon issued, a card pinned) was carried out by a successful call with
-  the reference's implementation arguments, and, when the reference has no facts to state (an efficacy
-  question, a link that does not exist), every reference call was made with its implementation arguments;
-- 0.5 — on topic but incomplete: anything else (e.g. the right tool called but the fact missing, the coupon
-  code said but never issued).
+- accuracy is 1 unless the spoken reply states a price, stock count or discount that no successful tool result
+  of this turn gives *for that product and field* (``facts.*``: "only 102 left" is not backed by link id 102,
+  "$35" for a dryer not by a $35 free-shipping threshold or by another product's $35 price), names a product or
+  link id the room does not have, names a coupon code no result returned or says a coupon was sent without a
+  successful ``coupons.issue`` (a false promise), or makes a claim the products' compliance notes forbid
+  (:data:`MEDICAL_RE`, :data:`CHANGE_RE` + :data:`CONDITION_RE`, :data:`PROMISE_RE`), or a banned phrase of the
+  harness. A fallback line is judged with no tool result behind it: accurate only if it states no facts;
+- effectiveness is 0 for a fallback (any reason but ``ok``), a reply that does not answer what the comment asks
+  or answers about another product, broken text (cut off, garbled, empty), the wrong product (the reference is
+  about link ids the rollout never called a tool with, while it called tools with other link ids), or off topic
+  (it stated none of the reference facts and called none of the reference's bindings; when the reference calls
+  no tool: it called some tool). It is 1 when every reference fact is stated, every room action of the
+  reference (:data:`ROOM_ACTIONS`: a coupon issued, a card pinned) was carried out by a successful call with the
+  reference's implementation arguments, and, when the reference has no facts to state (an efficacy question, a
+  link that does not exist), every reference call was made with its implementation arguments; 0.5 otherwise (on
+  topic but incomplete: the right tool called but the fact missing, the code said but never issued, a repeated
+  phrase, a broken interaction constraint).
 
 **tool_rationality** (0..1) — ``right / (1 + invalid + wasted)``:
 
@@ -68,62 +60,42 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
 from streams.engine.events import ToolCallEvent, ToolResultEvent
-from streams.engine.hooks import backed_numbers, extract_claims, walk_results
+from streams.engine.rules import ROOM_ACTIONS, Judgement
+from streams.engine.rules.compliance import (  # noqa: F401 (the accuracy rules, importable here as before)
+    CHANGE_RE,
+    CONDITION_RE,
+    MEDICAL_RE,
+    PROMISE_RE,
+    forbidden_claims,
+    restricts_claims,
+    turn_products,
+)
+from streams.engine.rules.compliance import false_promises as _false_promises
+from streams.engine.rules.facts import MONEY_KEYS, STOCK_KEYS, money_figures, unbacked_claims  # noqa: F401
+from streams.engine.rules.judge import COUPON_ISSUE  # noqa: F401
 from streams.engine.toolcalls import strip_think
 from streams.engine.turn import TurnResult
 from training_jobs.hsa.judging import (
     BoundCall,
     CallMatch,
     bound_call,
+    expectation_from_sample,
     extra_bindings,
+    judge_result,
     match_reference_calls,
-    missing_facts,
     missing_skills,
-    reference_facts,
 )
+from training_jobs.hsa.judging import backing_results as backing_results  # noqa: F401
 from training_jobs.hsa.samples import Sample
-from training_jobs.tiny_model.gold import product_aliases
 
 REWARDS: tuple[str, ...] = ("accuracy", "effectiveness", "tool_rationality", "skill_selection")
 DEFAULT_WEIGHTS: Mapping[str, float] = {name: 1.0 for name in REWARDS}
-
-# Bindings that change the live room (streams.bindings: issuing a coupon, pinning a card): a strategy is carried
-# out only when these calls succeeded, not when the reply talks about them.
-ROOM_ACTIONS: frozenset[str] = frozenset({"coupons.issue", "room.pin_product"})
-COUPON_ISSUE = "coupons.issue"
-
-MONEY_KEYS: frozenset[str] = frozenset({"price", "list_price", "discount", "min_spend", "free_over"})
-STOCK_KEYS: frozenset[str] = frozenset({"stock", "remaining"})
-
-# Forbidden claims (accuracy, rule 3). Medical verbs: medicines cure, cosmetics and appliances never do ("treat
-# yourself" and "a treat" are not claims). Change verbs count with a condition in the same clause ("removes
-# makeup" is fine, "removes acne" is not). Promises are absolute whatever follows.
-MEDICAL_RE = re.compile(r"\b(?:cur(?:e|es|ed|ing)|heal(?:s|ed|ing)?|detox(?:es|ed|ing)?|"
-                        r"treat(?:s|ed|ing|ments?)?)\b", re.I)
-_NOT_A_CLAIM_RE = re.compile(r"\btreat\s+(?:yourself|yourselves|you)\b|\ba\s+(?:little\s+|real\s+)?treat\b", re.I)
-CHANGE_RE = re.compile(r"\b(?:remov(?:e|es|ed|ing)|repair(?:s|ed|ing)?|clear(?:s|ed|ing)?|"
-                       r"fix(?:es|ed|ing)?|eliminat(?:e|es|ed|ing)|revers(?:e|es|ed|ing)|get(?:s)?\s+rid\s+of)\b",
-                       re.I)
-CONDITION_RE = re.compile(r"\b(?:acne|eczema|dermatitis|rosacea|psoriasis|rash(?:es)?|wrinkles?|dark\s+circles|"
-                          r"sinus(?:es)?|damaged\s+hair|hair\s+loss|scars?|diseases?|conditions?|infections?)\b",
-                          re.I)
-PROMISE_RE = re.compile(r"\b(?:guarantee(?:s|d)?|clinically\s+proven|permanent(?:ly)?)\b|\b100\s?%", re.I)
-# A product's notes restrict efficacy claims when they call it a cosmetic, not a medical device, or name a claim.
-_RESTRICTING_NOTE_RE = re.compile(r"\b(?:cosmetic|medical)\b", re.I)
-_CLAUSE_RE = re.compile(r"[.!?;:,]|\bbut\b|\bhowever\b|\bthough\b", re.I)
-_NEGATION_RE = re.compile(r"\b(?:not|never|no|cannot|nor|without)\b|n't\b|\bcan\s+not\b", re.I)
-_ISSUED_RE = re.compile(
-    r"\b(?:sent|issued|given|added|applied)\b(?:\W+\w+){0,5}?\W+(?:coupons?|codes?|vouchers?)\b"
-    r"|\b(?:coupons?|codes?|vouchers?)\b(?:\W+\w+){0,4}?\W+(?:sent|issued|added|applied)\b", re.I)
-_CODE_WORD_RE = re.compile(r"\b(?:[Cc]odes?|[Cc]oupons?|[Vv]ouchers?)\s+([A-Z][A-Z0-9]{3,})\b")  # "code VIP50"
-_LINK_ID_RE = re.compile(r"(?<![\d.$])#?(\d{2,})(?![\d.%])")
 
 
 @dataclass(frozen=True)
@@ -185,16 +157,6 @@ def _bound(calls: Iterable[_Call]) -> list[BoundCall]:
     return [c.bound for c in calls if c.bound is not None]
 
 
-def backing_results(result: TurnResult) -> list[dict[str, Any]]:
-    """The tool results that back facts this turn: successful binding results (what the factual-risk hook reads);
-    none for a fallback line, which no result stands behind."""
-    if result.fallback:
-        return []
-    return [e.result for e in result.events
-            if isinstance(e, ToolResultEvent) and e.binding is not None and e.error is None
-            and isinstance(e.result, dict)]
-
-
 def _checked_matches(manifest: Manifest, reference: Sample, calls: Sequence[BoundCall]
                      ) -> list[tuple[BoundCall, CallMatch]]:
     """Each reference call (bound) with how the rollout covers it; a reference that was not relabelled into the
@@ -212,211 +174,31 @@ def _checked_matches(manifest: Manifest, reference: Sample, calls: Sequence[Boun
     return out
 
 
-def _link_ids(calls: Iterable[BoundCall]) -> set[int]:
-    out = set()
-    for c in calls:
-        lid = c.arguments.get("link_id")
-        if isinstance(lid, int) and not isinstance(lid, bool):
-            out.add(lid)
-    return out
-
-
-# --- accuracy ------------------------------------------------------------------------------------------------------
-
-
-def _project(value: Any, keys: frozenset[str]) -> Any:
-    """The result with only the figures under ``keys`` (containers kept)."""
-    if isinstance(value, Mapping):
-        return {k: _project(v, keys) for k, v in value.items() if k in keys or isinstance(v, (Mapping, list))}
-    if isinstance(value, list):
-        return [_project(v, keys) for v in value]
-    return value
-
-
-def _figure(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def money_figures(results: Iterable[Any]) -> tuple[set[float], set[float]]:
-    """(amounts, percentages) the results back: the figures under :data:`MONEY_KEYS`, and the savings
-    :func:`streams.engine.hooks.walk_results` derives from a price below a list price (the amount saved, the
-    share off)."""
-    amounts: set[float] = set()
-
-    def leaf(key: Any, value: Any) -> None:
-        n = _figure(value)
-        if key in MONEY_KEYS and n is not None:
-            amounts.add(round(n, 2))
-
-    saved, percents = walk_results(results, leaf)
-    return amounts | saved, percents
-
-
-def unbacked_claims(reply: str, results: Sequence[Any]) -> list[str]:
-    """Prices, discounts and stock counts of the reply that no result backs with a figure of the same kind:
-    prices and amounts off by :func:`money_figures` amounts, percentages off by its percentages, stock by the
-    ``stock`` / ``remaining`` figures (the factual-risk hook's :func:`~streams.engine.hooks.backed_numbers` on
-    just those)."""
-    amounts, percents = money_figures(results)
-    stock = backed_numbers([_project(r, STOCK_KEYS) for r in results])
-    out = []
-    for claim in extract_claims(reply):
-        if claim.category == "stock":
-            backed = stock
-        elif claim.category == "discount" and _percent(reply, claim.text):
-            backed = percents
-        else:
-            backed = amounts
-        if round(claim.value, 2) not in backed:
-            out.append(f"{claim.category} {claim.text!r}")
-    return out
-
-
-def _percent(reply: str, claim_text: str) -> bool:
-    """A discount given as a share ("25% off", "save 25 percent"), not an amount."""
-    return bool(re.search(r"%|percent", claim_text, re.I)
-                or re.search(rf"{re.escape(claim_text)}\s*(?:%|percent)", reply, re.I))
-
-
-def _result_strings(results: Sequence[Any]) -> str:
-    return " ".join(_canonical_json(r) for r in results)
-
-
 def false_promises(reply: str, room: Mapping[str, Any], results: Sequence[Any], coupon_issued: bool) -> list[str]:
     """Coupon codes no result returned, and coupons said to be issued without a successful issue call."""
-    out = []
-    returned = _result_strings(results)
-    codes = [str(c.get("code") or "") for c in room.get("coupons") or [] if isinstance(c, Mapping)]
-    said = [code for code in codes if code and _mentions(reply, code)]
-    said += [m.group(1) for m in _CODE_WORD_RE.finditer(reply) if not any(_mentions(m.group(1), c) for c in said)]
-    for code in dict.fromkeys(said):
-        if not _mentions(returned, code):
-            out.append(f"coupon code {code} that no tool returned")
-    if not coupon_issued:
-        for clause in _clauses(reply):
-            m = _ISSUED_RE.search(clause)
-            if m and not _NEGATION_RE.search(clause[:m.start()]):
-                out.append(f"{m.group(0)!r} without issuing a coupon")
-    return out
+    return [what for _, what in _false_promises(reply, room, results, coupon_issued)]
 
 
-def _mentions(text: str, code: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(code)}(?!\w)", text, re.I) is not None
+# --- accuracy and effectiveness: the judge's ---------------------------------------------------------------------
 
 
-def _clauses(text: str) -> list[str]:
-    return [c for c in _CLAUSE_RE.split(text) if c.strip()]
-
-
-def restricts_claims(product: Mapping[str, Any]) -> bool:
-    """Whether a product's compliance notes forbid efficacy claims: they call it a cosmetic or not a medical
-    device, or name a medical verb, a change of a condition or an absolute promise."""
-    for note in product.get("compliance_notes") or []:
-        note = str(note)
-        if (_RESTRICTING_NOTE_RE.search(note) or MEDICAL_RE.search(note) or PROMISE_RE.search(note)
-                or (CHANGE_RE.search(note) and CONDITION_RE.search(note))):
-            return True
-    return False
-
-
-def turn_products(room: Mapping[str, Any], reply: str, link_ids: Iterable[int]) -> list[Mapping[str, Any]]:
-    """The products a turn is about: those the rollout or the reference called tools with, and those the reply
-    names (link id or the short-title words viewers use); every product of the room when none can be told."""
-    products = [p for p in room.get("products") or [] if isinstance(p, Mapping)]
-    wanted = set(link_ids)
-    ids = {p.get("link_id") for p in products}
-    wanted |= {int(m.group(1)) for m in _LINK_ID_RE.finditer(reply)} & ids
-    low = reply.lower()
-    titled = [p for p in products if isinstance(p.get("title"), str) and "link_id" in p]
-    for lid, aliases in product_aliases({"products": titled}).items():
-        if any(re.search(rf"\b{re.escape(a)}\b", low) for a in aliases):
-            wanted.add(lid)
-    named = [p for p in products if p.get("link_id") in wanted]
-    return named or products
-
-
-def forbidden_claims(reply: str, products: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Claims the products' compliance notes forbid, when any of the products restricts claims
-    (:func:`restricts_claims`). A claim is a clause of the reply (split at punctuation and but/however/though)
-    with no negation before it in that clause ("I cannot promise it fixes acne" is compliant) holding
-
-    - a medical verb: cure, treat, heal, detox (any form; not "treat yourself" or "a treat"),
-    - a change verb (remove, repair, clear, fix, eliminate, reverse, get rid of) and a condition (acne, eczema,
-      wrinkles, dark circles, sinuses, damaged hair, ...), or
-    - an absolute promise: guarantee(d), clinically proven, permanent(ly), 100%.
-    """
-    if not any(restricts_claims(p) for p in products):
-        return []
-    out = []
-    for clause in _clauses(reply):
-        hits = [m for m in MEDICAL_RE.finditer(clause) if not _exempt(clause, m)]
-        hits += list(PROMISE_RE.finditer(clause))
-        if CONDITION_RE.search(clause):
-            hits += list(CHANGE_RE.finditer(clause))
-        for m in sorted(hits, key=lambda m: m.start()):
-            if not _NEGATION_RE.search(clause[:m.start()]):
-                out.append(clause.strip())
-                break
-    return out
-
-
-def _exempt(clause: str, m: re.Match[str]) -> bool:
-    return any(n.start() <= m.start() < n.end() for n in _NOT_A_CLAIM_RE.finditer(clause))
+def judgement(result: TurnResult, manifest: Manifest, room: Mapping[str, Any], reference: Sample) -> Judgement:
+    """The judge's verdict on a rollout, with the reference as gold (what accuracy and effectiveness read)."""
+    return judge_result(result, manifest, room, expectation_from_sample(manifest, reference))
 
 
 def accuracy(result: TurnResult, manifest: Manifest, room: Mapping[str, Any], reference: Sample) -> RewardScore:
     """1 when the spoken reply states nothing false or unsupported (module docstring), else 0."""
-    calls = _calls(result, manifest)
-    results = backing_results(result)
-    issued = any(c.succeeded and c.bound is not None and c.bound.binding == COUPON_ISSUE for c in calls)
-    refs = [ref for ref, _ in _checked_matches(manifest, reference, [])]
-    products = turn_products(room, result.reply, _link_ids(_bound(_tool_calls(calls)) + refs))
-    problems = [f"unbacked {c}" for c in unbacked_claims(result.reply, results)]
-    problems += false_promises(result.reply, room, results, issued)
-    problems += [f"forbidden claim {c!r}" for c in forbidden_claims(result.reply, products)]
-    if problems:
-        return RewardScore(0.0, "; ".join(problems))
-    what = "fallback line states no facts" if result.fallback else "every claim backed, nothing forbidden"
-    return RewardScore(1.0, what)
-
-
-# --- effectiveness ----------------------------------------------------------------------------------------------
+    j = judgement(result, manifest, room, reference)
+    return RewardScore(float(j.accuracy), j.accuracy_reason)
 
 
 def effectiveness(result: TurnResult, manifest: Manifest, room: Mapping[str, Any], reference: Sample
                   ) -> RewardScore:
-    """1 answered and the strategy carried out, 0.5 on topic but incomplete, 0 fallback / wrong product / off
-    topic (module docstring)."""
-    if result.fallback or result.reason != "ok":
-        return RewardScore(0.0, f"fallback ({result.reason})")
-    calls = _tool_calls(_calls(result, manifest))
-    bound = _bound(calls)
-    matches = _checked_matches(manifest, reference, bound)
-    wanted_ids = _link_ids(ref for ref, _ in matches)
-    called_ids = _link_ids(bound)
-    if wanted_ids and called_ids and not wanted_ids & called_ids:
-        return RewardScore(0.0, f"wrong product: called tools for link {sorted(called_ids)}, asked about "
-                                f"{sorted(wanted_ids)}")
-    facts = reference_facts(reference)
-    missing = missing_facts(result.reply, facts)
-    stated_any = len(missing) < len(facts)
-    used_reference_binding = any(m.status in ("same", "other_arguments") for _, m in matches)
-    on_topic = stated_any or used_reference_binding or (not matches and not calls)
-    if not on_topic:
-        return RewardScore(0.0, "off topic: no reference fact stated and no reference tool called"
-                           if matches or facts else "off topic: called tools the question did not need")
-    gaps = [f"fact {f} not stated" for f in missing]
-    for ref, m in matches:
-        done = any(c.bound == ref and c.succeeded for c in calls)
-        if ref.binding in ROOM_ACTIONS and not done:
-            gaps.append(f"{ref.binding} {ref.arguments} not carried out")
-        elif not facts and m.status != "same":
-            gaps.append(f"{ref.binding} {ref.arguments} not called")
-    if gaps:
-        return RewardScore(0.5, "incomplete: " + "; ".join(gaps))
-    return RewardScore(1.0, "answered" + (f" ({', '.join(facts)})" if facts else ""))
+    """1 answered and the strategy carried out, 0.5 on topic but incomplete, 0 fallback / unanswered / wrong
+    product / off topic / broken text (module docstring)."""
+    j = judgement(result, manifest, room, reference)
+    return RewardScore(j.effectiveness, j.effectiveness_reason)
 
 
 # --- tool rationality -------------------------------------------------------------------------------------------

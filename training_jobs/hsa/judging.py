@@ -1,5 +1,8 @@
 """The reference judgments shared by every judge of a turn: the regeneration rules
-(:func:`training_jobs.hsa.regenerate.rule_check`) and the HAT rewards (:mod:`training_jobs.hat.rewards`).
+(:func:`training_jobs.hsa.regenerate.rule_check`), the HAT rewards (:mod:`training_jobs.hat.rewards`) and
+evaluation. What a reply is judged by — facts entity by entity, products, coupons, forbidden claims, intent,
+text quality — is :mod:`streams.engine.rules` (the runtime hooks' own rules); this module binds a turn and its
+reference to it.
 
 A rollout and its reference may run under different harness states (tools renamed, parameters moved, ids as
 digit strings), so calls are compared at the level of the code they reach: the *binding* and the
@@ -11,7 +14,10 @@ digit strings), so calls are compared at the level of the code they reach: the *
 - :func:`extra_bindings` — bindings called that the reference did not need;
 - :func:`missing_skills` — reference skill loads the answer lacks;
 - :func:`reference_facts` / :func:`missing_facts` / :func:`states_facts` — the exact strings (prices, stock, codes)
-  the reply must state, checked as the tiny model's evaluation checks them.
+  the reply must state (:func:`streams.engine.rules.judge.states`, the tiny model's evaluation check);
+- :func:`expectation_from_sample` — a reference sample as the rules' gold (:class:`~streams.engine.rules.Expectation`);
+- :func:`turn_calls` / :func:`judge_result` — a finished turn of the engine judged by
+  :func:`streams.engine.rules.judge_turn` (what the rewards and evaluation call).
 
 Plain Python, no Django.
 """
@@ -22,7 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from harness_editor.schemas import Manifest
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
+from streams.engine import rules
+from streams.engine.events import CommentReceived, ToolCallEvent, ToolResultEvent
+from streams.engine.turn import TurnResult
 from training_jobs.hsa.relabel import implementation_arguments
 from training_jobs.hsa.samples import Sample, ToolCall, canonical_target
 
@@ -117,12 +126,77 @@ def reference_facts(reference: Sample) -> list[str]:
 
 
 def missing_facts(text: str, facts: Sequence[str]) -> list[str]:
-    """The facts ``text`` does not state, checked one by one with the evaluation's own rule
-    (:func:`training_jobs.tiny_model.evaluate._states`: the exact number, not part of a longer one)."""
-    from training_jobs.tiny_model.evaluate import _states as states  # the evaluation's own fact check
-
-    return [f for f in facts if not states(text, [f])]
+    """The facts ``text`` does not state, checked one by one (:func:`streams.engine.rules.judge.states`: the
+    exact number, not part of a longer one; the tiny model's evaluation reads facts the same way)."""
+    return rules.missing_facts(text, facts)
 
 
 def states_facts(text: str, facts: Sequence[str]) -> bool:
     return not missing_facts(text, facts)
+
+
+# --- judging a turn -----------------------------------------------------------------------------------------------
+
+
+def expectation_from_sample(manifest: Manifest, reference: Sample) -> rules.Expectation:
+    """The reference as the rules' gold, under the judged harness: its facts, its calls (binding and
+    implementation arguments) and its reply skills. A reference call the harness has no tool for was not
+    relabelled into it: a caller's bug, so it raises."""
+    calls = []
+    unmapped = []
+    for ref in reference_calls(manifest, reference):
+        if ref.bound is None:
+            unmapped.append(ref.name)
+        else:
+            calls.append(rules.ExpectedCall(ref.bound.binding, dict(ref.bound.arguments)))
+    if unmapped:
+        raise ValueError(f"the reference calls {', '.join(unmapped)}, which this harness does not have: relabel it "
+                         "into the rollout's harness (training_jobs.hsa.operators.relabel_target)")
+    kinds = {s.id: s.kind for s in manifest.skills}
+    skills = tuple(sid for sid in reference.loaded_skills() if kinds.get(sid) == "reply")
+    return rules.Expectation(facts=tuple(rules.GoldFact(f) for f in reference_facts(reference)),
+                             calls=tuple(calls), reply_skills=skills)
+
+
+def turn_calls(result: TurnResult, manifest: Manifest) -> list[rules.CallRecord]:
+    """The turn's executed calls of manifest tools (``load_skill`` and rejected calls left out), bound, each
+    with whether it succeeded (no error; no fault but ``slow``)."""
+    results = {e.call_id: e for e in result.events if isinstance(e, ToolResultEvent)}
+    out = []
+    for e in result.events:
+        if not isinstance(e, ToolCallEvent) or not e.valid or e.error is not None or e.name == LOAD_SKILL_TOOL:
+            continue
+        bound = bound_call(manifest, e.name, e.arguments)
+        if bound is None:
+            continue
+        r = results.get(e.call_id)
+        ok = r is not None and r.error is None and r.fault in (None, "slow")
+        out.append(rules.CallRecord(bound.binding, bound.arguments, ok))
+    return out
+
+
+def turn_comments(result: TurnResult) -> list[dict[str, str]]:
+    """The comments the turn answered, as the engine received them."""
+    return [{"viewer": e.viewer, "viewer_id": e.viewer_id, "text": e.text}
+            for e in result.events if isinstance(e, CommentReceived)]
+
+
+def backing_results(result: TurnResult) -> list[dict[str, Any]]:
+    """The tool results that back facts this turn: successful binding results (what the factual-risk hook reads);
+    none for a fallback line, which no result stands behind."""
+    if result.fallback:
+        return []
+    return [e.result for e in result.events
+            if isinstance(e, ToolResultEvent) and e.binding is not None and e.error is None
+            and isinstance(e.result, dict)]
+
+
+def judge_result(result: TurnResult, manifest: Manifest, room: Mapping[str, Any],
+                 expectation: rules.Expectation | None = None) -> rules.Judgement:
+    """:func:`streams.engine.rules.judge_turn` on a finished turn of the engine: its reply (or fallback line),
+    comments, successful results, bound calls and skills, in the room it ran in (pass the room as it was when
+    the turn started: bindings mutate it)."""
+    return rules.judge_turn(reply=result.reply, comments=turn_comments(result), room=room,
+                            tool_results=backing_results(result), loaded_skills=list(result.loaded_skills),
+                            manifest=manifest, expectation=expectation, calls=turn_calls(result, manifest),
+                            outcome="ok" if not result.fallback and result.reason == "ok" else result.reason)

@@ -33,6 +33,7 @@ from typing import Any
 from harness_editor.render import render_prompt, render_skill_body
 from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, content_hash, manifest_from_yaml, manifest_to_json
 from streams.engine import hooks as H
+from streams.engine.rules.intent import CONDITION_RE, INTENT_RULES, infer_intent  # noqa: F401 (importable here)
 from streams.engine.turn import hook_feedback_message
 from streams.reference_policy import (
     GoldComment,
@@ -254,26 +255,9 @@ def tiny_model_samples(n: int, *, seed: int = 0, split: str = "train",
 
 # Which reply a scenario comment asks for: keyword rules over the text, tried in order (first hit wins). The
 # scenario files carry the product (link ids) but not the intent; the persona kind breaks ties for chatter.
-_INTENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("compliance", re.compile(r"\b(cure|cures|treat|treats|heal|acne|eczema|rosacea|wrinkle|sinus|"
-                              r"100%|guarantee|dermatolog|medical|rash)", re.I)),
-    ("coupon", re.compile(r"\b(coupon|voucher|promo|code|discount code)\b", re.I)),
-    ("shipping", re.compile(r"\b(ship|shipping|deliver|delivery|arrive|return|refund|parcel|alaska|hawaii|"
-                            r"puerto rico)\b", re.I)),
-    ("stock", re.compile(r"\b(left|stock|sold out|available|how many)\b", re.I)),
-    ("price", re.compile(r"(\bprice\b|\bhow much\b|\bcost\b|\$|\bdollars?\b|\bcheap|\bdeal\b|\bsale\b)", re.I)),
-)
-_CONDITION_RE = re.compile(r"\b(acne|eczema|rosacea|wrinkles?|dark circles|hair loss|sinus(?:es)?|rash(?:es)?)\b",
-                           re.I)
-
-
-def infer_intent(text: str, persona_kind: str) -> str | None:
-    for intent, pattern in _INTENT_RULES:
-        if pattern.search(text):
-            return intent
-    if persona_kind in ("chit_chat", "troll") or not text.strip():
-        return "chit_chat"
-    return None
+# The rules live with the reply rules (streams.engine.rules.intent), which judge replies by the same reading.
+_INTENT_RULES = INTENT_RULES
+_CONDITION_RE = CONDITION_RE
 
 
 _LINK_ID_RE = re.compile(r"(?<![\d.$])#?(\d{2,})(?![\d.%])")
@@ -399,31 +383,13 @@ def _memo(key: tuple[Any, ...], compute: Any) -> Any:
 
 
 def before_reply_verdicts(manifest: Manifest, state: H.ReplyState) -> list[H.Verdict]:
-    """Exactly ``hooks.run_before_reply(manifest, state)`` (same hooks, same order, same verdicts; a test
-    holds them equal), with the language and tone verdicts memoised on what they read."""
-    verdicts: list[H.Verdict] = []
-    has_format = False
-    c = manifest.constraints
-    for h in manifest.hooks:
-        if not h.enabled:
-            continue
-        kind = h.kind
-        if kind == "reply_skill_loaded":
-            verdicts.append(H.check_reply_skill_loaded(h, manifest, state))
-        elif kind == "reply_format":
-            has_format = True
-            verdicts.append(H.check_reply_format(h, c, state))
-        elif kind == "banned_phrases":
-            verdicts.append(H.check_banned_phrases(h, state))
-        elif kind == "factual_risk":
-            claims = _memo(("claims", state.reply), lambda: tuple(H.extract_claims(state.reply)))
-            verdicts.append(H.check_factual_risk(h, state, claims))
-    if not has_format:
-        verdicts.append(H.check_constraints(c, state))
-    verdicts.append(_memo(("language", state.reply, c.language), lambda: H.check_language(c, state)))
-    verdicts.append(_memo(("tone", state.reply, c.language, c.tone, state.result_words()),
-                          lambda: H.check_tone(c, state)))
-    return verdicts
+    """``hooks.run_before_reply(manifest, state)`` with the checks that read only the reply (claims, language,
+    tone, text quality) memoised on what they read (a test holds the verdicts equal)."""
+    return H.run_before_reply(manifest, state, memo=_memo)
+
+
+def _comments(sample: Sample) -> list[dict[str, Any]]:
+    return [dict(c) for c in sample.comments]
 
 
 def retry_verdicts(manifest: Manifest, sample: Sample, reply: str, cache: Verdicts | None = None
@@ -433,7 +399,7 @@ def retry_verdicts(manifest: Manifest, sample: Sample, reply: str, cache: Verdic
     if cache is not None and reply in cache:
         return cache[reply]
     results = [s.result for s in sample.target if isinstance(s, ToolCall)]
-    state = H.ReplyState(reply, sample.loaded_skills(), results)
+    state = H.ReplyState(reply, sample.loaded_skills(), results, _comments(sample), sample.room)
     failed = [v for v in before_reply_verdicts(manifest, state) if not v.passed]
     if cache is not None:
         cache[reply] = failed
@@ -484,7 +450,7 @@ def target_problems(manifest: Manifest, sample: Sample, *, full: bool = False, v
         return problems
     if full:
         results = [s.result for s in sample.target if isinstance(s, ToolCall)]
-        state = H.ReplyState(reply.text, sample.loaded_skills(), results)
+        state = H.ReplyState(reply.text, sample.loaded_skills(), results, _comments(sample), sample.room)
         problems += [f"{v.hook_id}: {v.detail}" for v in H.run_before_reply(manifest, state) if not v.passed]
     else:
         problems += _reply_format_problems(manifest, reply.text)

@@ -25,7 +25,9 @@ from typing import Any, Literal
 import yaml
 
 from harness_editor.schemas import Manifest, manifest_from_yaml
-from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory, short_title
+# How a viewer may name each product of a room ("the dryer"): one implementation, shared with the reply rules.
+from streams.engine.rules.entities import product_aliases
+from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory, short_title  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO / "harness_editor" / "demo"
@@ -264,19 +266,6 @@ def _room_for(rng: random.Random, split: Split, reserved: frozenset[int]) -> tup
         ids = rng.sample(sorted(reserved), n)
         askable = ids
     return random_room(rng, ids), askable
-
-
-def product_aliases(room: dict[str, Any]) -> dict[int, list[str]]:
-    """How a viewer may name each product of a room ("the dryer", "the hair dryer"): the last one or two words
-    of its short title, kept only where they point at exactly one product of the room."""
-    titles = {p["link_id"]: short_title(p["title"]).lower() for p in room.get("products") or []}
-    out: dict[int, list[str]] = {}
-    for lid, title in titles.items():
-        words = title.split()
-        candidates = {" ".join(words[-2:]), words[-1]} if words else set()
-        out[lid] = sorted(a for a in candidates
-                          if all(len(w) >= 3 for w in a.split()) and sum(a in t for t in titles.values()) == 1)
-    return out
 
 
 def make_comment(rng: random.Random, split: Split, intent: str, room: dict[str, Any], askable: list[int]) -> GoldComment:
