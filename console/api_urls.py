@@ -14,6 +14,7 @@ from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
 from training_jobs import apis as training_apis
+from training_jobs import eval_apis
 
 
 @extend_schema_view(post=extend_schema(
@@ -81,6 +82,18 @@ urlpatterns = [
          name="api-training-job-resume"),
     path("models/", training_apis.TrainedModelListApi.as_view(), name="api-model-list"),
     path("models/<uuid:model_id>/", training_apis.TrainedModelDetailApi.as_view(), name="api-model-detail"),
+]
+ES = "eval-sets/<slug:eval_set>/"
+ESV = ES + "versions/<int:number>/"
+urlpatterns += [
+    path("eval-sets/", eval_apis.EvalSetListApi.as_view(), name="api-eval-set-list"),
+    path(ES, eval_apis.EvalSetDetailApi.as_view(), name="api-eval-set-detail"),
+    path(ES + "pin", eval_apis.EvalSetPinApi.as_view(), name="api-eval-set-pin"),
+    path(ESV, eval_apis.EvalSetVersionDetailApi.as_view(), name="api-eval-set-version-detail"),
+    path(ESV + "export", eval_apis.EvalSetExportApi.as_view(), name="api-eval-set-version-export"),
+    path(ESV + "cases/", eval_apis.EvalCaseListApi.as_view(), name="api-eval-case-list"),
+    path(ESV + "cases/<str:case_id>/", eval_apis.EvalCaseDetailApi.as_view(), name="api-eval-case-detail"),
+    path("eval-cases/from-turn", eval_apis.EvalCaseFromTurnApi.as_view(), name="api-eval-case-from-turn"),
 ]
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))

@@ -34,15 +34,20 @@ VIEW_MODELS = "training_jobs.view_trainedmodel"  # the model registry and lineag
 # cancel and resume other people's training jobs and dataset builds, stop servers others started: without it, only
 # the person who started a job or build (or a model's server) may stop or resume it
 MANAGE_ANY_TRAINING = "training_jobs.manage_any_trainingjob"
+VIEW_EVAL_SETS = "training_jobs.view_evalset"  # browse eval sets, their versions and cases; download a version
+IMPORT_EVAL_SET = "training_jobs.add_evalset"  # import an eval set (a new set or a new version) from JSON lines
+SAVE_EVAL_CASE = "training_jobs.add_evalcase"  # save a preview or scenario-run turn as a case ("save as eval case")
+PIN_EVAL_SET = "training_jobs.pin_evalset"  # pin the version of a set the approval gate evaluates on
 
-_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT}
-_ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS}
+_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS}
+_ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS,
+                   IMPORT_EVAL_SET, SAVE_EVAL_CASE}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
     CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
-                                   VIEW_MODELS},
+                                   VIEW_MODELS, SAVE_EVAL_CASE},
     COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS},
     ML_STAFF: set(_ML),
-    ML_LEAD: _ML | {MANAGE_ANY_TRAINING},
+    ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET},
     OPERATOR: set(_EVERYONE),
 }
 

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from console import health
 from console.views import SignInView
-from training_jobs.urls import model_urls, training_urls
+from training_jobs.urls import eval_urls, model_urls, training_urls
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 urlpatterns = [
@@ -22,5 +22,6 @@ urlpatterns = [
     path("datasets/", include("training_jobs.urls")),
     path("training/", include(training_urls)),
     path("models/", include(model_urls)),
+    path("eval-sets/", include(eval_urls)),
     path("", include("console.page_urls")),
 ]

@@ -206,3 +206,6 @@ class TrainingJob(Job):
     @property
     def latest(self) -> dict:
         return self.metrics[-1] if self.metrics else {}
+
+
+from training_jobs.eval_models import EvalCase, EvalSet, EvalSetVersion  # noqa: E402,F401  (eval sets: their own module)

@@ -1,9 +1,9 @@
-"""Dataset pages (mounted at "datasets/" by console.urls), training pages ("training/", namespace "training")
-and the model registry ("models/", namespace "models")."""
+"""Dataset pages (mounted at "datasets/" by console.urls), training pages ("training/", namespace "training"),
+the model registry ("models/", namespace "models") and the eval sets ("eval-sets/", namespace "evals")."""
 
 from django.urls import path
 
-from training_jobs import views
+from training_jobs import eval_views, views
 
 app_name = "training_jobs"
 
@@ -34,3 +34,17 @@ model_urls = ([
     path("<uuid:model_id>/", views.model_detail, name="detail"),
     path("<uuid:model_id>/serve/", views.model_serve, name="serve"),
 ], "models")
+
+# Eval sets ("eval-sets/", namespace "evals"): training_jobs.eval_views
+E = "<slug:name>/"
+EV = E + "v<int:number>/"
+eval_urls = ([
+    path("", eval_views.eval_set_list, name="list"),
+    path("import/", eval_views.eval_set_import, name="import"),
+    path("save-turn/<uuid:room_id>/<str:turn_id>/", eval_views.eval_case_from_turn, name="save_turn"),
+    path(E, eval_views.eval_set_detail, name="set"),
+    path(E + "pin/", eval_views.eval_set_pin, name="pin"),
+    path(EV, eval_views.eval_version_detail, name="version"),
+    path(EV + "export/", eval_views.eval_version_export, name="export"),
+    path(EV + "cases/<str:case_id>/", eval_views.eval_case_detail, name="case"),
+], "evals")

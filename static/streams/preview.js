@@ -94,10 +94,16 @@
       case "retry":
         card.querySelector(".calls").append(el("div", { class: "small muted", text: `retry ${p.attempt} after ${p.hook_id}: ${p.message}` }));
         break;
-      case "reply":
-        card.querySelector(".final").replaceChildren(el("div", { class: "reply", "data-testid": "reply" }, p.text,
-          p.fallback ? badge("rejected", "fallback: " + p.reason) : null));
+      case "reply": {
+        const parts = [el("div", { class: "reply", "data-testid": "reply" }, p.text,
+          p.fallback ? badge("rejected", "fallback: " + p.reason) : null)];
+        if (root.dataset.saveCase) {  // "save as eval case": the page that turns this turn into a case
+          parts.push(el("a", { class: "button small", "data-testid": "save-as-case", text: "Save as eval case",
+            href: root.dataset.saveCase.replace("TURN_ID", encodeURIComponent(ev.turn_id)) }));
+        }
+        card.querySelector(".final").replaceChildren(...parts);
         break;
+      }
       case "timings":
         card.querySelector(".timings").textContent = `TTFT ${ms(p.ttft_ms)} · model ${ms(p.model_ms)} · tools ${ms(p.tool_ms)} · engine ${ms(p.engine_ms)} · total ${ms(p.total_ms)} · ${p.model_calls} model call(s), ${p.retries} retries`;
         break;

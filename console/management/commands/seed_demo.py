@@ -1,5 +1,6 @@
-"""Create the demo users (one per role), the demo harness with a short history, and register the committed demo
-model as a base model for training jobs.
+"""Create the demo users (one per role), the demo harness with a short history, register the committed demo
+model as a base model for training jobs, and import the eval sets the project ships (T1–T3 from data/evals, T4 from
+data/ifeval) as their first versions.
 
 Idempotent: users are created or have their password reset to the demo one; the harness is created only
 when missing. Everything goes through the real services, so the audit timeline shows the history too.
@@ -20,6 +21,7 @@ from harness_editor import services
 from harness_editor.models import Harness
 from harness_editor.schemas import manifest_from_yaml
 from streams import services as stream_services
+from training_jobs import eval_services
 from training_jobs import services as training_services
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "harness_editor" / "demo"
@@ -44,7 +46,7 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the demo live-room catalog, the demo scenarios and the demo base model.")
+            "the demo live-room catalog, the demo scenarios, the demo base model and the shipped eval sets.")
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
@@ -74,6 +76,9 @@ class Command(BaseCommand):
         stream_services.model_endpoint_ensure_default()
         base = training_services.demo_base_model()  # idempotent: one registry row per model directory
         self.stdout.write(self.style.SUCCESS(f"Base model for training jobs: {base.name}"))
+        for version in eval_services.eval_sets_seed_demo():  # idempotent: a changed file adds a version
+            self.stdout.write(self.style.SUCCESS(f"Eval set {version.eval_set.name} v{version.number}: "
+                                                 f"{version.case_count} cases"))
         self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
