@@ -310,3 +310,36 @@ def test_save_from_turn_respects_who_may_see_the_room(preview_turn, manager2, re
     stream_services.preview_member_add(user=room.created_by, room=room, username=manager2.username)
     version, _ = services.eval_case_save_from_turn(user=manager2, **kwargs)
     assert version.author == manager2
+
+
+def test_save_a_scenario_run_turn_with_its_fault(manager, manager2, harness_with_history, scripted_model,
+                                                 scripted_endpoint, monkeypatch, django_capture_on_commit_callbacks):
+    """A real scenario run (the quick cut of after-sales-faults, played to the end in this process): any preview
+    user may save its turns — here the one whose stock call was denied — and the case carries that fault."""
+    from streams import selectors as stream_selectors
+    from streams import services as stream_services
+    from streams import tasks
+    from tests.streams.test_scenario_runs import FakeClock, _script_quick_run, drain, quick_yaml
+
+    queued = {"turns": [], "ticks": []}  # what the workers would run, run here by drain()
+    monkeypatch.setattr(tasks.preview_turn, "delay", lambda *args: queued["turns"].append(args))
+    monkeypatch.setattr(tasks.preview_clock_tick, "apply_async",
+                        lambda args, countdown=0: queued["ticks"].append((*args, countdown)))
+    scenario = stream_services.scenario_import(yaml_text=quick_yaml(), user=manager)
+    _script_quick_run(scripted_endpoint)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = stream_services.scenario_run_start(user=manager, version=harness_with_history["v1"],
+                                                 scenario=scenario, endpoint=scripted_model)
+    drain(queued, django_capture_on_commit_callbacks, FakeClock())
+    run = stream_selectors.preview_room_get(room_id=run.pk)
+    denied = stream_selectors.preview_transcript(room_id=run.pk)[1]
+    version, case_id = services.eval_case_save_from_turn(
+        user=manager2, room=run, turn_id=denied["turn_id"], set_name="fault-seeds",
+        gold_reply="Sorry, I can't check the stock right now, please look at the product card.", tags=["fault"],
+        note="", forbidden_claims=[{"kind": "false_stock", "text": "any stock figure for #202"}])
+    case = selectors.eval_case_get(version=version, case_id=case_id).data
+    assert case["comments"] == [{"viewer": "Bo", "text": "is the hair dryer #202 in stock?"}]
+    assert case["tool_faults"] == {"catalog.stock": {"binding": "catalog.stock", "kind": "permission_denied"}}
+    assert "expected_tools" not in case  # the denied call returned nothing to expect (empty: left out)
+    assert case["tags"] == ["fault", "scenario-run"] and case["source"].startswith(f"run:{run.pk}#")
+    assert version.author == manager2 and version.facet_counts["fault"] == {"permission_denied": 1}
