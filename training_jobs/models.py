@@ -209,3 +209,4 @@ class TrainingJob(Job):
 
 
 from training_jobs.eval_models import EvalCase, EvalSet, EvalSetVersion  # noqa: E402,F401  (eval sets: their own module)
+from training_jobs.latency_models import LatencyReplay  # noqa: E402,F401  (latency replays: their own module)

@@ -53,3 +53,13 @@ def eval_run(self, run_id: str) -> dict:
 
     run = eval_run_services.eval_run_execute(run_id=run_id, task_id=self.request.id)
     return {"run_id": str(run.pk), "status": run.status}
+
+
+# A latency replay measures an endpoint under load: the gpu queue (never beside preview turns it would slow, or
+# that would skew it), at most once, resumable by level. Its turns run in threads of the task's process.
+@shared_task(name="training_jobs.latency_replay", bind=True, acks_late=False, soft_time_limit=EVAL_SOFT_TIME_LIMIT_S)
+def latency_replay(self, replay_id: str) -> dict:
+    from training_jobs import latency_services
+
+    replay = latency_services.latency_replay_execute(replay_id=replay_id, task_id=self.request.id)
+    return {"replay_id": str(replay.pk), "status": replay.status}
