@@ -38,10 +38,12 @@ VIEW_EVAL_SETS = "training_jobs.view_evalset"  # browse eval sets, their version
 IMPORT_EVAL_SET = "training_jobs.add_evalset"  # import an eval set (a new set or a new version) from JSON lines
 SAVE_EVAL_CASE = "training_jobs.add_evalcase"  # save a preview or scenario-run turn as a case ("save as eval case")
 PIN_EVAL_SET = "training_jobs.pin_evalset"  # pin the version of a set the approval gate evaluates on
+VIEW_EVAL_RUNS = "training_jobs.view_evalrun"  # evaluation runs, their scores, cases and comparisons (evidence)
+RUN_EVAL = "training_jobs.run_evalrun"  # launch evaluation runs, cancel and resume one's own
 
-_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS}
+_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS, VIEW_EVAL_RUNS}
 _ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS,
-                   IMPORT_EVAL_SET, SAVE_EVAL_CASE}
+                   IMPORT_EVAL_SET, SAVE_EVAL_CASE, RUN_EVAL}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
     CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
                                    VIEW_MODELS, SAVE_EVAL_CASE},
