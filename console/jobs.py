@@ -301,7 +301,7 @@ class JobReporter:
 
     def __init__(self, job: Job) -> None:
         self.model, self.pk = type(job), job.pk
-        self.last_write = self.last_check = 0.0
+        self.last_write = self.last_check = float("-inf")  # the first write and read happen at once
 
     def progress(self, done: int, total: int | None = None, *, force: bool = False) -> bool:
         """Store ``done`` (and ``total``); returns whether it was written now."""

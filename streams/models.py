@@ -294,7 +294,8 @@ class PreviewRoom(models.Model):
 class ScenarioRun(Job):
     """The job of a scenario run (console.jobs): one per room of kind "run", sharing its id. The room keeps the
     events and the clock; this row keeps the lifecycle. A run has no task of its own: the room's clock ticks
-    (streams.tasks.preview_clock_tick) drive it and beat for it (``heartbeat_at``, ``progress_done`` = the minute),
+    (streams.tasks.preview_clock_tick) drive it and beat for it (``heartbeat_at``; ``progress_done`` / ``_total``: the
+    clock and the scenario's length in scenario seconds),
     and a tick ends it when it is cancelled. Not resumable: start the run again."""
 
     job_kind = "scenario_run"

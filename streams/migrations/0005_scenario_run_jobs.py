@@ -17,12 +17,12 @@ def rooms_to_runs(apps, schema_editor):
     runs = []
     for room in PreviewRoom.objects.filter(kind="run").iterator():
         status = TO_JOB.get(room.run_status, "failed")
-        total = room.scenario.duration_minutes if room.scenario_id else 0
+        total = room.scenario.duration_minutes * 60 if room.scenario_id else 0  # scenario seconds
         runs.append(ScenarioRun(
             room_id=room.pk, status=status, created_by_id=room.created_by_id, started_at=room.started_at,
             finished_at=room.finished_at, summary=room.summary or {}, error=room.error or "",
             heartbeat_at=room.clock_ticked_at, progress_total=total,
-            progress_done=total if status == "succeeded" else int(room.scenario_minute)))
+            progress_done=total if status == "succeeded" else int(room.scenario_minute * 60)))
     ScenarioRun.objects.bulk_create(runs, batch_size=500)
     for run in ScenarioRun.objects.all().only("room_id", "created_at"):  # auto_now_add stamped them now
         ScenarioRun.objects.filter(pk=run.pk).update(

@@ -161,9 +161,10 @@ def _run_tick(locked: PreviewRoom, now) -> ScenarioRun | None:
 
 
 def run_beat(room: PreviewRoom, now) -> None:
-    """A sign of life of a running run (the clock moved or waited for a turn), with its minute as progress."""
+    """A sign of life of a running run (the clock moved or waited for a turn), with its clock as progress (scenario
+    seconds)."""
     ScenarioRun.objects.filter(pk=room.pk, status__in=Job.IN_WORKER).update(
-        heartbeat_at=now, progress_done=int(room.scenario_minute))
+        heartbeat_at=now, progress_done=int(room.scenario_minute * 60))
 
 
 def _clock_tick(room_id, token: str, now) -> dict[str, Any]:

@@ -45,7 +45,8 @@ def scenario_run_start(*, user, version, scenario: Scenario, endpoint: ModelEndp
     with transaction.atomic():
         room, _turn_ids = _preview_create(user=user, version=version, scenario=scenario, endpoint=endpoint,
                                           seed=seed, enqueue=play, **fields)
-        run = ScenarioRun.objects.create(room=room, created_by=user, progress_total=scenario.duration_minutes)
+        # progress in scenario seconds: the clock's minute, fine enough for a bar in the first minute
+        run = ScenarioRun.objects.create(room=room, created_by=user, progress_total=scenario.duration_minutes * 60)
         audit_record(actor=user, action="scenario_run.queued", scope=run.audit_scope(), target=run.audit_target(),
                      to_state=Job.Status.QUEUED, data={"harness": version.harness.slug, "version": version.number,
                                                        "endpoint": room.endpoint.name, "seed": room.seed})

@@ -218,7 +218,7 @@ def test_run_through_the_workers_path(manager, harness_with_history, scripted_mo
     job = run.job
     assert (job.status, run.status, run.playing) == ("succeeded", "closed", False)
     assert job.started_at and job.finished_at and job.finished_at >= job.started_at and job.worker_host
-    assert (job.progress_done, job.progress_total, job.percent) == (6, 6, 100)
+    assert (job.progress_done, job.progress_total, job.percent) == (360, 360, 100)  # scenario seconds
     assert [e.action for e in AuditEvent.objects.filter(scope=f"scenario_run:{run.pk}").order_by("id")] == [
         "scenario_run.queued", "scenario_run.succeeded"]
     s = job.summary
