@@ -59,6 +59,7 @@ urlpatterns = [
     path(V + "export/", harness_apis.VersionExportApi.as_view(), name="api-version-export"),
     path(V + "submit", harness_apis.VersionSubmitApi.as_view(), name="api-version-submit"),
     path(V + "approve", harness_apis.VersionApproveApi.as_view(), name="api-version-approve"),
+    path(V + "gate", harness_apis.VersionGateApi.as_view(), name="api-version-gate"),
     path(V + "reject", harness_apis.VersionRejectApi.as_view(), name="api-version-reject"),
     path(V + "render", harness_apis.VersionRenderApi.as_view(), name="api-version-render"),
     path(H + "diff/", harness_apis.HarnessDiffApi.as_view(), name="api-harness-diff"),

@@ -15,7 +15,8 @@ COMPLIANCE_REVIEWER = "compliance reviewer"
 ML_STAFF = "ML staff"
 ML_LEAD = "ML lead"  # ML staff who may also cancel and resume other people's jobs and builds
 OPERATOR = "operator"
-ROLES = (CAMPAIGN_MANAGER, COMPLIANCE_REVIEWER, ML_STAFF, ML_LEAD, OPERATOR)
+COMPLIANCE_LEAD = "compliance lead"  # a compliance reviewer who may also override a failing evaluation gate
+ROLES = (CAMPAIGN_MANAGER, COMPLIANCE_REVIEWER, ML_STAFF, ML_LEAD, OPERATOR, COMPLIANCE_LEAD)
 
 # Permission code names used by views and APIs (app_label.codename).
 VIEW_HARNESS = "harness_editor.view_harness"
@@ -23,6 +24,8 @@ ADD_HARNESS = "harness_editor.add_harness"
 EDIT_DRAFT = "harness_editor.change_harnessversion"
 SUBMIT_VERSION = "harness_editor.submit_harnessversion"
 REVIEW_VERSION = "harness_editor.review_harnessversion"
+# approve a version whose evaluation gate fails, with a written reason (audited): harness_editor.gate
+OVERRIDE_GATE = "harness_editor.override_gate"
 MOVE_LABEL = "harness_editor.move_label"
 VIEW_AUDIT = "console.view_auditevent"
 USE_PREVIEW = "streams.use_previewroom"
@@ -51,6 +54,7 @@ ROLE_PERMISSIONS: dict[str, set[str]] = {
     ML_STAFF: set(_ML),
     ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET},
     OPERATOR: set(_EVERYONE),
+    COMPLIANCE_LEAD: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, OVERRIDE_GATE},
 }
 
 

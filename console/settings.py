@@ -199,6 +199,9 @@ HAT_LOCAL_MODEL_URL = ENV.local_model_url
 HAT_LOCAL_MODEL_NAME = ENV.local_model_name
 # Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
 HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
+# Where the registry's approval gate gets its evidence (harness_editor.gate): a function (HarnessVersion) ->
+# GateEvidence, named here so the registry imports nothing from training. '' = no gate.
+HAT_APPROVAL_EVIDENCE = "training_jobs.gate.approval_evidence"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

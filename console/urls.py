@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from console import health
 from console.views import SignInView
+from training_jobs.gate_views import gate_urls
 from training_jobs.urls import eval_urls, model_urls, training_urls
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
@@ -23,5 +24,6 @@ urlpatterns = [
     path("training/", include(training_urls)),
     path("models/", include(model_urls)),
     path("eval-sets/", include(eval_urls)),
+    path("gate/", include(gate_urls)),
     path("", include("console.page_urls")),
 ]

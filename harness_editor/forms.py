@@ -96,6 +96,8 @@ class LabelMoveForm(forms.Form):
 
 class DecisionForm(forms.Form):
     comment = forms.CharField(max_length=4000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    # only when the evaluation gate fails and the reviewer may override it (harness_editor.gate)
+    override_reason = forms.CharField(max_length=4000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 def add_domain_errors(form: forms.Form, errors: list[dict]) -> None:

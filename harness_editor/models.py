@@ -69,6 +69,7 @@ class HarnessVersion(models.Model):
         permissions = [
             ("submit_harnessversion", "Can submit a draft harness version for review"),
             ("review_harnessversion", "Can approve or reject a submitted harness version"),
+            ("override_gate", "Can approve a version whose evaluation gate fails, giving a written reason"),
         ]
 
     def __str__(self) -> str:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from console import roles
 from console.errors import EditConflict, InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
+from harness_editor import gate
 from harness_editor.models import Harness, HarnessVersion, Label
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
 
@@ -164,11 +165,49 @@ def _check_four_eyes(user, version: HarnessVersion) -> None:
         raise NotAllowed("four eyes: the author of a version can never review it")
 
 
-def version_approve(*, user, version: HarnessVersion, comment: str = "") -> HarnessVersion:
+def version_approve(*, user, version: HarnessVersion, comment: str = "", override_reason: str = "") -> HarnessVersion:
+    """Approve a submitted version (four eyes) when its evaluation gate passes (:mod:`harness_editor.gate`).
+
+    A failing gate refuses (GateFailed, 409, one error per failing rule) unless ``override_reason`` is given by
+    someone who may override (``roles.OVERRIDE_GATE``: compliance leads); a reason from anyone else is refused
+    (NotAllowed). The gate is evaluated with the version locked, in the approval's transaction; the approval's
+    audit row records the gate's verdict and the runs it rested on, and an override adds its own row with the
+    reason and the rules it overrode."""
     _check_four_eyes(user, version)
-    return _transition(user=user, version=version, expected=Status.SUBMITTED, new=Status.APPROVED,
-                       action="version.approved", comment=comment, decided_at=timezone.now(),
-                       decided_by=user, decision_comment=comment)
+    override_reason = (override_reason or "").strip()
+    with transaction.atomic():
+        locked = HarnessVersion.objects.select_for_update().select_related("harness").get(pk=version.pk)
+        if locked.status != Status.SUBMITTED:
+            raise InvalidTransition(f"v{locked.number} is {locked.status}; it must be submitted to be approved")
+        evidence = gate.approval_evidence(locked)
+        overridden = evidence.enabled and not evidence.passed
+        if overridden:
+            if not override_reason:
+                hint = ("you may override it with a written reason" if user.has_perm(roles.OVERRIDE_GATE)
+                        else "attach the missing evidence, or ask a compliance lead to override")
+                raise gate.GateFailed(evidence, hint=hint)
+            if not user.has_perm(roles.OVERRIDE_GATE):
+                raise NotAllowed("only a compliance lead may override a failing evaluation gate")
+            if len(override_reason) > 4000:
+                raise ValidationFailed("the override reason is too long", errors=[
+                    {"path": "override_reason", "message": "at most 4000 characters"}])
+        gate_data = {"enabled": evidence.enabled, "passed": evidence.passed, "overridden": overridden,
+                     "failing": [{"rule": r.name, "detail": r.detail} for r in evidence.failing],
+                     "runs": [s.run_id for s in evidence.sets if s.run_id],
+                     "baseline_runs": [s.baseline_run_id for s in evidence.sets if s.baseline_run_id]}
+        if overridden:
+            audit_record(actor=user, action="version.gate_overridden", scope=_scope(locked.harness),
+                         target=f"version:{locked.number}", from_state="gate failed", to_state="overridden",
+                         comment=override_reason, data={"version_id": locked.id, **gate_data})
+        locked.status = Status.APPROVED
+        locked.decided_at, locked.decided_by, locked.decision_comment = timezone.now(), user, comment
+        locked.save(update_fields=["status", "updated_at", "decided_at", "decided_by", "decision_comment"])
+        audit_record(actor=user, action="version.approved", scope=_scope(locked.harness),
+                     target=f"version:{locked.number}", from_state=Status.SUBMITTED, to_state=Status.APPROVED,
+                     comment=comment,
+                     data={"version_id": locked.id, "content_hash": locked.content_hash, "gate": gate_data})
+    locked.gate_overridden = overridden
+    return locked
 
 
 def version_reject(*, user, version: HarnessVersion, comment: str) -> HarnessVersion:

@@ -28,7 +28,7 @@ from console import selectors as audit_selectors
 from console.errors import DomainError, EditConflict
 from console.views import role_required
 from harness_editor import forms as editor_forms
-from harness_editor import selectors, services
+from harness_editor import gate, selectors, services
 from harness_editor.forms import COMPONENTS, DecisionForm, EditorForm, HarnessCreateForm, LabelMoveForm
 from harness_editor.models import Harness, HarnessVersion
 from harness_editor.render import render_prompt, render_skill_body
@@ -279,15 +279,34 @@ def _version_actions(user, version: HarnessVersion) -> dict[str, bool]:
     }
 
 
+def _gate_context(user, version: HarnessVersion, actions: dict[str, bool]) -> dict[str, Any] | None:
+    """The approval gate panel: shown while a version can still be approved (draft or submitted)."""
+    if version.status not in (Status.DRAFT, Status.SUBMITTED):
+        return None
+    evidence = gate.approval_evidence(version)
+    blocked = evidence.enabled and not evidence.passed
+    return {
+        "evidence": evidence,
+        "failing": evidence.failing,
+        "blocked": blocked,
+        # reviewers see approve disabled while the gate fails; a compliance lead may override with a reason
+        "can_approve": actions["can_review"] and not blocked,
+        "can_override": actions["can_review"] and blocked and user.has_perm(roles.OVERRIDE_GATE),
+        "can_start_runs": bool(evidence.start_url) and user.has_perm(roles.RUN_EVAL),
+    }
+
+
 def _render_version(request: HttpRequest, version: HarnessVersion, *, status: int = 200,
                     action_error: DomainError | None = None, decision_form: DecisionForm | None = None
                     ) -> HttpResponse:
     parent = version.parent
+    actions = _version_actions(request.user, version)
     context = {
         "harness": version.harness,
         "version": version,
         "labels": selectors.version_labels(version=version),
-        "actions": _version_actions(request.user, version),
+        "actions": actions,
+        "gate": _gate_context(request.user, version, actions),
         "action_error": action_error,
         "decision_form": decision_form or DecisionForm(),
         "preview": prompt_preview(version.manifest),
@@ -334,10 +353,14 @@ def version_approve(request: HttpRequest, slug: str, number: int) -> HttpRespons
     form = DecisionForm(request.POST)
     form.is_valid()
     try:
-        services.version_approve(user=request.user, version=version, comment=form.cleaned_data.get("comment", ""))
+        version = services.version_approve(user=request.user, version=version,
+                                           comment=form.cleaned_data.get("comment", ""),
+                                           override_reason=form.cleaned_data.get("override_reason", ""))
     except DomainError as exc:
+        editor_forms.add_domain_errors(form, [e for e in exc.errors if not str(e.get("path", "")).startswith("gate.")])
         return _render_version(request, version, status=exc.status_code, action_error=exc, decision_form=form)
-    messages.success(request, f"v{number} is approved.")
+    messages.success(request, f"v{number} is approved" + (" (gate overridden; the reason is on the audit timeline)."
+                                                          if version.gate_overridden else "."))
     return redirect("harness_editor:version", slug=slug, number=number)
 
 

@@ -30,3 +30,4 @@ class TrainedModelAdmin(ReadOnlyAdmin):
     list_filter = ("kind",)
     search_fields = ("name", "id", "path")
     list_select_related = ("parent", "dataset", "created_by")
+from training_jobs import gate_admin  # noqa: E402,F401  (the approval gate policy: its own module)

@@ -21,7 +21,7 @@ from harness_editor import services
 from harness_editor.models import Harness
 from harness_editor.schemas import manifest_from_yaml
 from streams import services as stream_services
-from training_jobs import eval_services
+from training_jobs import eval_services, gate_services
 from training_jobs import services as training_services
 
 DEMO_DIR = Path(__file__).resolve().parents[3] / "harness_editor" / "demo"
@@ -33,6 +33,7 @@ DEMO_USERS = [
     ("erin", roles.ML_STAFF, "Erin (ML staff)"),
     ("ivan", roles.ML_LEAD, "Ivan (ML lead)"),
     ("frank", roles.OPERATOR, "Frank (operator)"),
+    ("grace", roles.COMPLIANCE_LEAD, "Grace (compliance lead)"),
 ]
 DEMO_SLUG = "glow-gadget"
 # The lean harness the committed demo model (models/demo-tiny) was trained on: pick it in the preview room
@@ -79,6 +80,10 @@ class Command(BaseCommand):
         for version in eval_services.eval_sets_seed_demo():  # idempotent: a changed file adds a version
             self.stdout.write(self.style.SUCCESS(f"Eval set {version.eval_set.name} v{version.number}: "
                                                  f"{version.case_count} cases"))
+        if gate_services.gate_policy_seed_demo(harness_slug=DEMO_SLUG):  # idempotent: only when it has none
+            self.stdout.write(self.style.SUCCESS(f"Approval gate for '{DEMO_SLUG}': a finished "
+                                                 f"{gate_services.DEMO_GATE_SET} run on the local model, compared "
+                                                 "with production"))
         self.stdout.write(self.style.SUCCESS("Demo users (password: %s):" % password))
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
