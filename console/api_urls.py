@@ -96,5 +96,14 @@ urlpatterns += [
     path(ESV + "cases/<str:case_id>/", eval_apis.EvalCaseDetailApi.as_view(), name="api-eval-case-detail"),
     path("eval-cases/from-turn", eval_apis.EvalCaseFromTurnApi.as_view(), name="api-eval-case-from-turn"),
 ]
+from training_jobs import latency_apis  # noqa: E402
+
+LR = "latency-replays/<uuid:replay_id>/"
+urlpatterns += [
+    path("latency-replays/", latency_apis.LatencyReplayListApi.as_view(), name="api-latency-replay-list"),
+    path(LR, latency_apis.LatencyReplayDetailApi.as_view(), name="api-latency-replay-detail"),
+    path(LR + "cancel/", latency_apis.LatencyReplayCancelApi.as_view(), name="api-latency-replay-cancel"),
+    path(LR + "resume/", latency_apis.LatencyReplayResumeApi.as_view(), name="api-latency-replay-resume"),
+]
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))

@@ -5,6 +5,7 @@ from console import health
 from console.views import SignInView
 from training_jobs.gate_views import gate_urls
 from training_jobs.urls import eval_urls, model_urls, training_urls
+from training_jobs.urls import latency_urls
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 urlpatterns = [
@@ -25,5 +26,6 @@ urlpatterns = [
     path("models/", include(model_urls)),
     path("eval-sets/", include(eval_urls)),
     path("gate/", include(gate_urls)),
+    path("evals/latency/", include(latency_urls)),
     path("", include("console.page_urls")),
 ]

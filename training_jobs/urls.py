@@ -48,3 +48,15 @@ eval_urls = ([
     path(EV + "export/", eval_views.eval_version_export, name="export"),
     path(EV + "cases/<str:case_id>/", eval_views.eval_case_detail, name="case"),
 ], "evals")
+
+# Latency replays ("evals/latency/", namespace "latency"): training_jobs.latency_views
+from training_jobs import latency_views  # noqa: E402
+
+LR = "<uuid:replay_id>/"
+latency_urls = ([
+    path("", latency_views.replay_list, name="list"),
+    path("new/", latency_views.replay_new, name="new"),
+    path(LR, latency_views.replay_detail, name="detail"),
+    path(LR + "cancel/", latency_views.replay_cancel, name="cancel"),
+    path(LR + "resume/", latency_views.replay_resume, name="resume"),
+], "latency")

@@ -288,3 +288,43 @@ def ascii_histogram(edges: Sequence[float], counts: Sequence[int], *, width: int
         label = f"{edges[i]:.{digits}f}–{edges[i + 1]:.{digits}f} s"
         lines.append(f"  {label:>14} | {'#' * math.ceil(width * n / most) if n else '':<{width}} {n:>5}")
     return lines
+
+
+def histogram_chart(edges: Sequence[float], counts: Sequence[int], *,
+                    markers: Sequence[tuple[str, float, str]] = (), width: int = 420, height: int = 170,
+                    max_count: int | None = None) -> dict[str, Any]:
+    """The geometry of a histogram drawn as inline SVG: one bar per bin on a seconds axis from ``edges[0]`` to
+    ``edges[-1]``, count ticks, x labels at no more than 7 edges, and ``markers`` (``(label, seconds, kind)``:
+    P50, P95, 15 s, the reference) as vertical lines where they fall on the axis (those beyond it are returned
+    in ``beyond``). ``max_count``: the y scale (shared by the levels of a replay)."""
+    left, right, top, bottom = 34, width - 10, 14, height - 30
+    span = (edges[-1] - edges[0]) if len(edges) > 1 else 1.0
+    most = max(max_count or 0, max(counts, default=0), 1)
+
+    def x_of(seconds: float) -> float:
+        return round(left + (right - left) * (seconds - edges[0]) / span, 2)
+
+    def y_of(count: float) -> float:
+        return round(bottom - (bottom - top) * count / most, 2)
+
+    bars = []
+    for i, n in enumerate(counts):
+        x0, x1 = x_of(edges[i]), x_of(edges[i + 1])
+        bars.append({"x": x0 + 0.5, "w": max(0.5, round(x1 - x0 - 1, 2)), "y": y_of(n),
+                     "h": round(bottom - y_of(n), 2), "count": n,
+                     "label": f"{edges[i]:g}–{edges[i + 1]:g} s: {n} turn{'s' if n != 1 else ''}"})
+    step = max(1, math.ceil((len(edges) - 1) / 6))
+    x_ticks = [{"x": x_of(e), "text": f"{e:g}"} for e in edges[::step]]
+    if edges[-1] not in edges[::step]:
+        x_ticks.append({"x": x_of(edges[-1]), "text": f"{edges[-1]:g}"})
+    shown, beyond = [], []
+    for label, seconds, kind in markers:
+        if seconds is None or not math.isfinite(seconds):
+            continue
+        if edges[0] <= seconds <= edges[-1]:
+            shown.append({"x": x_of(seconds), "label": label, "kind": kind, "seconds": seconds})
+        else:
+            beyond.append({"label": label, "kind": kind, "seconds": seconds})
+    return {"width": width, "height": height, "left": left, "right": right, "top": top, "bottom": bottom,
+            "bars": bars, "x_ticks": x_ticks, "y_max": most, "y_max_at": y_of(most), "markers": shown,
+            "beyond": beyond, "label_y": bottom + 16, "unit_y": height - 2}
