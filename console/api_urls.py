@@ -14,7 +14,7 @@ from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
 from training_jobs import apis as training_apis
-from training_jobs import eval_apis
+from training_jobs import eval_apis, eval_run_apis
 
 
 @extend_schema_view(post=extend_schema(
@@ -104,6 +104,16 @@ urlpatterns += [
     path(LR, latency_apis.LatencyReplayDetailApi.as_view(), name="api-latency-replay-detail"),
     path(LR + "cancel/", latency_apis.LatencyReplayCancelApi.as_view(), name="api-latency-replay-cancel"),
     path(LR + "resume/", latency_apis.LatencyReplayResumeApi.as_view(), name="api-latency-replay-resume"),
+]
+ER = "eval-runs/<uuid:run_id>/"
+urlpatterns += [
+    path("eval-runs/", eval_run_apis.EvalRunListCreateApi.as_view(), name="api-eval-run-list"),
+    path("eval-runs/compare/", eval_run_apis.EvalCompareApi.as_view(), name="api-eval-run-compare"),
+    path(ER, eval_run_apis.EvalRunDetailApi.as_view(), name="api-eval-run-detail"),
+    path(ER + "cancel/", eval_run_apis.EvalRunCancelApi.as_view(), name="api-eval-run-cancel"),
+    path(ER + "resume/", eval_run_apis.EvalRunResumeApi.as_view(), name="api-eval-run-resume"),
+    path(ER + "results/", eval_run_apis.EvalResultListApi.as_view(), name="api-eval-run-results"),
+    path(ER + "cases/<str:case_id>/", eval_run_apis.EvalRunCaseApi.as_view(), name="api-eval-run-case"),
 ]
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))

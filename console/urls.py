@@ -4,7 +4,7 @@ from django.urls import include, path
 from console import health
 from console.views import SignInView
 from training_jobs.gate_views import gate_urls
-from training_jobs.urls import eval_urls, model_urls, training_urls
+from training_jobs.urls import eval_run_urls, eval_urls, model_urls, training_urls
 from training_jobs.urls import latency_urls
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
@@ -25,6 +25,7 @@ urlpatterns = [
     path("training/", include(training_urls)),
     path("models/", include(model_urls)),
     path("eval-sets/", include(eval_urls)),
+    path("evals/runs/", include(eval_run_urls)),
     path("gate/", include(gate_urls)),
     path("evals/latency/", include(latency_urls)),
     path("", include("console.page_urls")),

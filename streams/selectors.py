@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -172,47 +173,66 @@ def preview_history(*, room_id, before_turn_id: str, turns: int = HISTORY_TURNS)
 
 
 def preview_transcript(*, room_id) -> list[dict[str, Any]]:
-    """The stored turns of a room, oldest first: comments, tool calls (each with its ``result``), skills,
-    hook verdicts, retries, the reply and the timings of each (token events are folded into the reply)."""
+    """The stored turns of a room, oldest first (:func:`fold_turns` of its events)."""
+    events = (PreviewEvent.objects.filter(room_id=room_id).exclude(turn_id="").exclude(type="token")
+              .order_by("seq").values("seq", "turn_id", "type", "payload"))
+    return fold_turns(events)
+
+
+def fold_turns(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Turn events (``seq``, ``turn_id``, ``type``, ``payload``; in order) folded into turns, oldest first, as the
+    transcript shows them (``streams/preview_transcript.html#turn``): comments, tool calls (each with its
+    ``result``), skills, hook verdicts, retries, the reply and the timings of each (token events are folded into
+    the reply). The preview room's events and an evaluation sample's engine events go through this one fold: a
+    turn without the room's ``viewer_comment`` events shows the engine's ``comment_received`` ones."""
     turns: dict[str, dict[str, Any]] = {}
     calls: dict[tuple[str, str], dict[str, Any]] = {}
-    for e in PreviewEvent.objects.filter(room_id=room_id).exclude(turn_id="").exclude(type="token").order_by("seq"):
-        t = turns.setdefault(e.turn_id, {"turn_id": e.turn_id, "first_seq": e.seq, "comments": [], "tools": [],
-                                         "results": [], "skills": [], "hooks": [], "retries": [], "reply": None,
-                                         "timings": None, "errors": [], "version": None, "started": None,
-                                         "state": "queued", "number": 0})
-        p = e.payload
-        if e.type == "viewer_comment":
+    for e in events:
+        turn_id, kind, p = e["turn_id"], e["type"], e["payload"]
+        if not turn_id or kind == "token":
+            continue
+        t = turns.setdefault(turn_id, {"turn_id": turn_id, "first_seq": e["seq"], "comments": [], "tools": [],
+                                       "results": [], "skills": [], "hooks": [], "retries": [], "reply": None,
+                                       "timings": None, "errors": [], "version": None, "started": None,
+                                       "state": "queued", "number": 0, "received": []})
+        if kind == "viewer_comment":
             t["comments"].append(p)
-        elif e.type == "turn_started":
+        elif kind == "comment_received":
+            t["received"].append(p)
+        elif kind == "turn_started":
             t["version"], t["started"], t["state"] = p.get("version"), p, "running"
-        elif e.type == "tool_call":
+        elif kind == "tool_call":
             call = dict(p, result=None)
             t["tools"].append(call)
-            calls[(e.turn_id, p.get("call_id"))] = call
-        elif e.type == "tool_result":
+            calls[(turn_id, p.get("call_id"))] = call
+        elif kind == "tool_result":
             t["results"].append(p)
-            call = calls.get((e.turn_id, p.get("call_id")))
+            call = calls.get((turn_id, p.get("call_id")))
             if call is not None:
                 call["result"] = p
-        elif e.type == "skill_loaded":
+        elif kind == "skill_loaded":
             t["skills"].append(p)
-        elif e.type == "hook_result":
+        elif kind == "hook_result":
             t["hooks"].append(p)
-        elif e.type == "retry":
+        elif kind == "retry":
             t["retries"].append(p)
-        elif e.type == "reply":
+        elif kind == "reply":
             t["reply"], t["state"] = p, "done"
-        elif e.type == "timings":
+        elif kind == "timings":
             t["timings"] = p
-        elif e.type in ("error", "turn_failed"):
+        elif kind == "deadline_exceeded":
+            t["errors"].append({"stage": p.get("stage"), "message": f"deadline exceeded after "
+                                f"{p.get('elapsed_ms', 0):.0f} ms (budget {p.get('budget_ms', 0):.0f} ms)"})
+        elif kind in ("error", "turn_failed"):
             t["errors"].append(p)
-            if e.type == "turn_failed":
+            if kind == "turn_failed":
                 t["state"] = "failed"
     ordered = sorted(turns.values(), key=lambda t: t["first_seq"])
     for number, t in enumerate(ordered, 1):
         t["number"] = number
         t["hook_failures"] = sum(1 for h in t["hooks"] if not h.get("passed"))
+        if not t["comments"]:
+            t["comments"] = t["received"]
     return ordered
 
 

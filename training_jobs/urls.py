@@ -1,9 +1,10 @@
 """Dataset pages (mounted at "datasets/" by console.urls), training pages ("training/", namespace "training"),
-the model registry ("models/", namespace "models") and the eval sets ("eval-sets/", namespace "evals")."""
+the model registry ("models/", namespace "models"), the eval sets ("eval-sets/", namespace "evals") and the
+evaluation runs ("evals/runs/", namespace "eval_runs")."""
 
 from django.urls import path
 
-from training_jobs import eval_views, views
+from training_jobs import eval_run_views, eval_views, views
 
 app_name = "training_jobs"
 
@@ -48,6 +49,18 @@ eval_urls = ([
     path(EV + "export/", eval_views.eval_version_export, name="export"),
     path(EV + "cases/<str:case_id>/", eval_views.eval_case_detail, name="case"),
 ], "evals")
+
+# Evaluation runs ("evals/runs/", namespace "eval_runs"): training_jobs.eval_run_views
+R = "<uuid:run_id>/"
+eval_run_urls = ([
+    path("", eval_run_views.run_list, name="list"),
+    path("new/", eval_run_views.run_new, name="new"),
+    path("compare/", eval_run_views.run_compare, name="compare"),
+    path(R, eval_run_views.run_detail, name="detail"),
+    path(R + "cancel/", eval_run_views.run_cancel, name="cancel"),
+    path(R + "resume/", eval_run_views.run_resume, name="resume"),
+    path(R + "cases/<str:case_id>/", eval_run_views.run_case, name="case"),
+], "eval_runs")
 
 # Latency replays ("evals/latency/", namespace "latency"): training_jobs.latency_views
 from training_jobs import latency_views  # noqa: E402

@@ -27,7 +27,7 @@ from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from harness_editor.schemas import manifest_to_yaml
 from harness_editor.views import diff_context
-from training_jobs import selectors, services
+from training_jobs import eval_run_selectors, selectors, services
 from training_jobs.forms import RecipeForm, TrainingJobForm
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
 from training_jobs.schemas import is_uuid
@@ -296,6 +296,8 @@ def _model_page(request: HttpRequest, model: TrainedModel, *, error: Exception |
         "config_json": json.dumps(model.config, indent=2), "metrics_json": json.dumps(model.metrics, indent=2),
         "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
         "can_serve": request.user.has_perm(roles.RUN_TRAINING), "error": error,
+        "eval_scores": eval_run_selectors.model_latest_scores(model),
+        "can_evaluate": request.user.has_perm(roles.RUN_EVAL),
         "can_stop": (model.endpoint_id is not None and request.user.has_perm(roles.RUN_TRAINING)
                      and services.may_manage(request.user, selectors.model_served_by(model), model.created_by)),
     }, status=status)
