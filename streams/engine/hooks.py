@@ -14,7 +14,8 @@ candidate final reply):
   built-in ``constraints`` check runs it on the interaction constraints);
 - ``banned_phrases`` — rule ``banned``;
 - ``factual_risk`` — the reply's facts, entity by entity: its prices, stock counts and discounts (the kinds in
-  ``check``) backed by this turn's tool results for that product and field (``facts.*``), no product or link
+  ``check``) and delivery times (always) backed by this turn's tool results for that product (region) and
+  field (``facts.*``), no product or link
   id the room does not have (``products.unknown``), no false coupon promise (``coupon.*``), no claim the
   products' compliance notes forbid (``claims.forbidden``);
 - built in, in every harness (constraints no hook kind covers): ``constraints.language``,
@@ -253,7 +254,7 @@ def check_factual_risk(hook: FactualRiskHook, state: ReplyState, claims: Sequenc
     hint for what it does not say (another product's figure, a product not sold here, a coupon promise, an
     efficacy claim)."""
     turn = state.turn()
-    problems = run_check("facts", turn, categories=hook.check, claims=claims)
+    problems = run_check("facts", turn, categories=[*hook.check, "delivery"], claims=claims)
     problems += run_check("products", turn)
     problems += run_check("coupons", turn)
     problems += run_check("compliance", turn)
@@ -291,7 +292,7 @@ def check_quality(state: ReplyState) -> Verdict:
 
 def check_relevance(state: ReplyState) -> Verdict:
     """Built in: the reply answers what the comments ask, about the product they ask about (rule ``intent``)."""
-    problems = run_check("intent", state.turn())
+    problems = run_check("intent", state.turn()) + run_check("greeting", state.turn())
     message = ". ".join(_hints(problems)) + ". Call the tool that has the answer if you need it." if problems else ""
     return Verdict(RELEVANCE_HOOK_ID, "relevance", "before_reply", not problems, "retry", message,
                    _details(problems))

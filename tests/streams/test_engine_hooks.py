@@ -140,7 +140,7 @@ def results(engine_room):
     "You save $10 on it today.",
     "That is 26% off the list price.",
     "No numbers here at all, friends!",
-    "Link 102 ships in 3 days.",  # link ids and other numbers are not claims
+    "Link 102 comes in 3 sizes.",  # link ids and other numbers are not claims
 ])
 def test_factual_risk_backed(reply, results):
     v = H.check_factual_risk(RISK, state(reply, results=results))

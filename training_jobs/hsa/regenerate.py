@@ -11,7 +11,8 @@ the real bindings, the harness's own hooks with their retries). A *judge* keeps 
    with the same implementation arguments (:func:`training_jobs.hsa.relabel.implementation_arguments`: the right
    tool and link id, whatever the augmented harness calls them), no call to a binding the reference did not
    need, the reference's skills loaded, and the exact facts (price, stock, codes) stated in the reply
-   (:func:`training_jobs.tiny_model.evaluate._states`, the evaluation's own check);
+   (:func:`streams.engine.rules.judge.states`, the evaluation's own check), and the reply judged accurate by
+   the reply rules (:func:`training_jobs.hsa.judging.judge_result`: the judge the RL rewards and evaluation use);
 2. **judge endpoint** (optional) — an LLM is asked for a ``{"pass": true|false, "reason": "..."}`` verdict;
    the answer is parsed defensively (reasoning and prose around the JSON are ignored). A malformed verdict or
    an endpoint that is down rejects the sample with that reason; nothing here raises for an endpoint.
@@ -40,7 +41,9 @@ from streams.engine.toolcalls import strip_think
 from streams.engine.turn import HOOK_FEEDBACK_ROLE, ChatBackend, TurnResult, run_turn
 from training_jobs.hsa.judging import (
     bound_calls,
+    expectation_from_sample,
     extra_bindings,
+    judge_result,
     match_reference_calls,
     missing_skills,
     reference_facts,
@@ -183,6 +186,13 @@ def rule_check(manifest: Manifest, reference: Sample, result: TurnResult, prompt
     reply = target[-1].text  # type: ignore[union-attr]
     if not states_facts(reply, facts):
         j.reject("missing_fact", f"reply does not state {', '.join(facts)}")
+    # the reply rules the RL accuracy reward and evaluation judge by (streams.engine.rules), whatever hooks the
+    # augmented harness happens to have: every figure backed for its product and field, no invented product,
+    # no false promise, no forbidden claim
+    if "reference_unmapped" not in j.reasons:
+        verdict = judge_result(result, manifest, reference.room, expectation_from_sample(manifest, reference))
+        if not verdict.accuracy:
+            j.reject("inaccurate", verdict.accuracy_reason[:500])
     # the answer must be a target the harness accepts as it will be rendered (and a trainable row)
     problems = target_problems(manifest, candidate)
     if problems:

@@ -41,6 +41,7 @@ EFFECTS: dict[str, Effect] = {
     "intent": "effectiveness",
     "quality": "effectiveness",
     "quality.repeated": "partial",
+    "intent.wrong_viewer": "partial",
     "format": "partial",
     "language": "partial",
     "tone": "partial",

@@ -8,7 +8,9 @@ from the words around the figure:
 - ``list_price`` — after "down from", "was", "list price", "regularly", "originally", "usually", ...;
 - ``threshold`` — a minimum spend or free-shipping line: "free over $35", "orders from $30", "spend $50";
 - ``amount_off`` / ``percent_off`` — "$5 off", "save $10", "26% off";
-- ``stock`` — "8 left", "stock is 8", "we have 15 of X left", "sold out" (0).
+- ``stock`` — "8 left", "stock is 8", "we have 15 of X left", "sold out" (0);
+- ``delivery_days`` / ``return_days`` (category ``delivery``) — "takes 3-5 business days", "ships in 2 days",
+  "30-day returns" (a number of days with a delivery or returns word before it in its sentence).
 
 :func:`attribute` then ties each claim to the product the reply names nearest to it (same sentence first,
 before it, then after it; else an earlier sentence), else to the one product the comments ask about; and to
@@ -52,6 +54,11 @@ CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"\b(?:have|has|got|only|just|there(?:'s| is| are))\s+(?:only\s+|just\s+)?(?P<n>{NUM})\s+"
         rf"(?:units?\s+|pieces?\s+|bottles?\s+)?(?:of\s+)?[^\d.!?,;$]{{1,60}}?\s{_STOCK_TAIL}", re.I)),
 )
+# Delivery and return times: "takes 3-5 business days", "ships in 2 days", "30-day returns".
+_DAYS_RE = re.compile(r"(?<![\d.])(?P<d>\d{1,3}(?:\s*(?:-|–|to)\s*\d{1,3})?)[\s-]*(?:business\s+|working\s+|calendar\s+)?"
+                      r"days?\b", re.I)
+_RETURN_CUE_RE = re.compile(r"\b(?:return\w*|refund\w*|exchange\w*)\b", re.I)
+_DELIVERY_CUE_RE = re.compile(r"\b(?:deliver\w*|ship\w*|arriv\w*|takes?|get\s+(?:it|there|to\s+you|here))\b", re.I)
 _SOLD_OUT_RE = re.compile(r"\b(?:sold\s+out|out\s+of\s+stock)\b", re.I)
 _NEGATION_BEFORE_RE = re.compile(r"\b(?:not|never|isn't|aren't|wasn't|no|nor)\b[^.!?,;]{0,20}$|n't\s+\w*\s*$", re.I)
 _QUESTION_BEFORE_RE = re.compile(r"\b(?:if|whether|before|until|when)\b[^.!?,;]{0,25}$", re.I)
@@ -81,6 +88,7 @@ class Claim:
     link_id: int | None = None
     coupon: str | None = None
     region: str | None = None
+    days: str = ""  # a delivery time as "lo-hi" or "n" (category "delivery")
 
 
 def number(text: str) -> float | None:
@@ -105,8 +113,38 @@ def _field(reply: str, category: str, start: int, end: int, text: str) -> str:
     return "price"
 
 
+def days_key(text: str) -> str:
+    """'3-5 business days' / '3 to 5 days' -> '3-5'; '2 days' -> '2' ('' when no number of days)."""
+    m = re.search(r"(\d{1,3})(?:\s*(?:-|–|to)\s*(\d{1,3}))?", text)
+    if not m:
+        return ""
+    return f"{int(m.group(1))}-{int(m.group(2))}" if m.group(2) else str(int(m.group(1)))
+
+
+def _day_claims(reply: str) -> list[Claim]:
+    out = []
+    for m in _DAYS_RE.finditer(reply):
+        start = max(0, m.start() - 60)
+        before = re.split(r"[.!?;]", reply[start:m.start()])[-1]
+        returns = [r.end() for r in _RETURN_CUE_RE.finditer(before)]
+        delivery = [d.end() for d in _DELIVERY_CUE_RE.finditer(before)]
+        if _RETURN_CUE_RE.match(reply[m.end():m.end() + 12].strip()) or (returns and (not delivery
+                                                                               or returns[-1] > delivery[-1])):
+            field = "return_days"  # the nearer cue decides: "returns within 30 days, delivery takes 3-5 days"
+        elif delivery:
+            field = "delivery_days"
+        else:
+            continue
+        key = days_key(m.group("d"))
+        value = number(key.split("-")[-1]) or 0.0
+        out.append(Claim("delivery", m.group(0).strip(), value, m.span(), field,
+                         days=key if field == "delivery_days" else ""))
+    return out
+
+
 def extract_claims(reply: str) -> list[Claim]:
-    """Prices, stock counts and discounts stated in a reply, each with its field (not yet attributed)."""
+    """Prices, stock counts, discounts and delivery times stated in a reply, each with its field (not yet
+    attributed)."""
     claims: list[Claim] = []
     taken: list[tuple[int, int]] = []
     for category, pattern in CLAIM_PATTERNS:
@@ -125,6 +163,7 @@ def extract_claims(reply: str) -> list[Claim]:
         if _NEGATION_BEFORE_RE.search(before) or _QUESTION_BEFORE_RE.search(before):
             continue
         claims.append(Claim("stock", m.group(0), 0.0, m.span(), "stock"))
+    claims += [c for c in _day_claims(reply) if not any(c.span[0] < t[1] and t[0] < c.span[1] for t in taken)]
     return sorted(claims, key=lambda c: c.span)
 
 

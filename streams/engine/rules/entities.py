@@ -14,7 +14,7 @@ The catalogue is the room's products (a closed list) plus any product a tool res
 A capitalised run that reads as a product name (a brand with an inner capital, or ending in a product noun:
 ``Serum``, ``Dryer``, ...) and matches no product of the catalogue is an *unknown* product; so is a link id
 the room does not have. :func:`unknown_products` reports them unless the sentence negates ("we don't sell the
-GlowMax Pro"). Plain Python.
+GlowMax Pro", "there is no link 105"). Plain Python.
 """
 
 from __future__ import annotations
@@ -68,8 +68,14 @@ _BRAND_RE = re.compile(r"[A-Z]?[a-z]+[A-Z][A-Za-z]*")  # an inner capital: AirSi
 _LINK_REF_RE = re.compile(
     r"(?:#\s?|\b(?:link|item|number|no\.|product|listing)\s*(?:id\s*)?#?\s?)(?P<id>\d{2,})(?![\d.%])", re.I)
 _BARE_ID_RE = re.compile(r"(?<![\d.$€£¥])\b(?P<id>\d{2,})\b(?![.,]?\d|%)")
-NEGATION_RE = re.compile(
-    r"\b(?:no|not|never|none|without|sorry|unfortunately|cannot|nor)\b|n't\b|n’t\b|\bcan\s+not\b", re.I)
+# "we don't sell the GlowMax Pro", "there is no link 105", "I could not find X": a product named to say it is not
+# here. The negation sits just before the name in its clause, or the name is said not to be here.
+_NEGATED_BEFORE_RE = re.compile(
+    r"\b(?:no|not|never|none|without|nor|cannot|can't|couldn't|could\s+not|don't|do\s+not|doesn't|does\s+not|"
+    r"didn't|did\s+not|isn't|aren't|unfortunately)\b[^.!?,;]{0,40}$", re.I)
+_NEGATED_AFTER_RE = re.compile(
+    r"^\s*(?:is|are)(?:\s+not|n't)\s+(?:sold|available|stocked|carried|here|in\s+this\s+room|on\s+(?:the|this)\s+list|"
+    r"part\s+of|something\s+we|one\s+of\s+ours|in\s+(?:our|the|this)\s+(?:room|catalog\w*|shop|show))", re.I)
 
 
 def _title_words(title: str) -> list[str]:
@@ -230,7 +236,7 @@ def _resolve_run(words: list[str], cat: Catalogue) -> tuple[bool, int | None]:
     content = [w for w in low if w not in _NOT_NAME_WORDS]
     if not content:
         return False, None
-    product_like = bool(brands) or content[-1] in PRODUCT_NOUNS
+    product_like = bool(brands) or any(w in PRODUCT_NOUNS for w in content)
     for b in brands:  # a brand is its product's own: another product's words do not make it known
         owner = cat.owner.get(b.lower())
         if owner is None:
@@ -322,10 +328,12 @@ def region_mentions(text: str, cat: Catalogue) -> list[tuple[int, int, str]]:
     return sorted(out)
 
 
-def negated_sentence(text: str, pos: int) -> bool:
+def negated_mention(text: str, start: int, end: int) -> bool:
+    """Whether the text names a product only to say it is not here (see the regexes above)."""
     bounds = sentence_bounds(text)
-    s, e = bounds[sentence_of(bounds, pos)]
-    return NEGATION_RE.search(text[s:e]) is not None
+    s, e = bounds[sentence_of(bounds, start)]
+    return (_NEGATED_BEFORE_RE.search(text[s:start]) is not None
+            or _NEGATED_AFTER_RE.search(text[end:e]) is not None)
 
 
 @check("products")
@@ -336,8 +344,10 @@ def unknown_products(turn: TurnView) -> list[Problem]:
     if not cat.closed:
         return []
     out = []
+    seen: set[str] = set()
     for m in reply_mentions(turn):
-        if m.link_id is None and not negated_sentence(turn.reply, m.start):
+        if m.link_id is None and not negated_mention(turn.reply, m.start, m.end) and m.text.lower() not in seen:
+            seen.add(m.text.lower())
             what = f"link {m.text.strip()}" if m.how == "link" else repr(m.text)
             out.append(Problem("products.unknown", f"names {what}, which is not a product of this room",
                                (m.start, m.end), "Name only products of this room"))

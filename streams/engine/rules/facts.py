@@ -4,6 +4,7 @@ figure, for that product, as that field.
 Results are read as *figures*: (field, value, product, coupon, region). The field is the key the value sits
 under — ``price`` (a product's price or its flash-sale price), ``list_price``, ``stock``, ``remaining`` (uses
 left of a coupon), ``discount`` (a coupon's amount off), ``min_spend`` and ``free_over`` (thresholds) — plus
+``return_days``, ``delivery_days`` (a "3-5 business days" text, read as its range of days), plus
 the savings of a price below a list price in the same object or an enclosing one (``saving``: list - price;
 ``percent_off``: the share off, rounded, to one decimal, and floored). The product, coupon and region are those
 of the object the value sits in or an enclosing one (``link_id``, ``code``/``coupon_code``, ``region``).
@@ -30,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.engine.rules.base import Problem, TurnView, check
-from streams.engine.rules.claims import Claim, attribute, turn_claims
+from streams.engine.rules.claims import Claim, attribute, days_key, turn_claims
 from streams.engine.rules.entities import catalogue_of
 
 FIELD_KEYS: frozenset[str] = frozenset({"price", "list_price", "stock", "remaining", "discount", "min_spend",
-                                        "free_over"})
+                                        "free_over", "return_days"})
 ACCEPTS: Mapping[str, frozenset[str]] = {
     "price": frozenset({"price"}),
     "list_price": frozenset({"list_price"}),
@@ -42,11 +43,14 @@ ACCEPTS: Mapping[str, frozenset[str]] = {
     "amount_off": frozenset({"discount", "saving"}),
     "percent_off": frozenset({"percent_off"}),
     "stock": frozenset({"stock", "remaining"}),
+    "delivery_days": frozenset({"delivery_days"}),
+    "return_days": frozenset({"return_days"}),
 }
 FIELD_WORDS = {"price": "price", "list_price": "list price", "threshold": "spend threshold",
                "amount_off": "amount off", "percent_off": "share off", "stock": "stock",
                "remaining": "coupon uses left", "discount": "coupon discount", "min_spend": "coupon minimum spend",
-               "free_over": "free-shipping threshold", "saving": "saving"}
+               "free_over": "free-shipping threshold", "saving": "saving", "delivery_days": "delivery time",
+               "return_days": "return window"}
 # Legacy names (the RL accuracy reward documented these): money keys and stock keys of a result.
 MONEY_KEYS: frozenset[str] = frozenset({"price", "list_price", "discount", "min_spend", "free_over"})
 STOCK_KEYS: frozenset[str] = frozenset({"stock", "remaining"})
@@ -69,6 +73,7 @@ class Figure:
     link_id: int | None = None
     coupon: str | None = None
     region: str | None = None
+    days: str = ""  # a delivery time as "lo-hi" (field delivery_days)
 
 
 def _id(v: Any) -> int | None:
@@ -108,6 +113,8 @@ def result_figures(results: Iterable[Any]) -> list[Figure]:
                 n = finite(x)
                 if n is not None and k in FIELD_KEYS:
                     out.append(Figure(k, key(n), *here))
+                elif k == "delivery_days" and isinstance(x, str) and (d := days_key(x)):
+                    out.append(Figure(k, key(float(d.split("-")[-1])), *here, days=d))
                 elif isinstance(x, (Mapping, list, tuple)):
                     walk(x, depth + 1, here, lp)
         elif isinstance(v, (list, tuple)):
@@ -133,7 +140,7 @@ def _fits(claim: Claim, fig: Figure) -> bool:
 def verdict(claim: Claim, figures: Sequence[Figure]) -> str | None:
     """None when backed, else the rule id that fails (module docstring)."""
     v = key(claim.value)
-    same = [f for f in figures if f.value == v]
+    same = [f for f in figures if f.value == v and f.days == claim.days]
     accepted = ACCEPTS.get(claim.field, frozenset())
     if any(f.field in accepted and _fits(claim, f) for f in same):
         return None
@@ -151,11 +158,13 @@ def _describe(claim: Claim, rule: str, figures: Sequence[Figure], turn: TurnView
     what = f"{claim.category} {claim.text!r}{as_field}{about}"
     v = key(claim.value)
     if rule == "facts.wrong_field":
-        got = sorted({FIELD_WORDS.get(f.field, f.field) for f in figures if f.value == v and _fits(claim, f)})
+        got = sorted({FIELD_WORDS.get(f.field, f.field) for f in figures
+                      if f.value == v and f.days == claim.days and _fits(claim, f)})
         return f"{what}: that figure is the {', '.join(got)} in the tool results, not the {FIELD_WORDS[claim.field]}"
     if rule == "facts.wrong_entity":
         owners = sorted({cat.title(f.link_id) if f.link_id is not None else (f.coupon or f.region or "?")
-                         for f in figures if f.value == v and f.field in ACCEPTS.get(claim.field, ())})
+                         for f in figures
+                         if f.value == v and f.days == claim.days and f.field in ACCEPTS.get(claim.field, ())})
         return f"{what}: the tool results give that figure for {', '.join(owners)}"
     return f"{what} is not in any tool result this turn"
 
@@ -165,7 +174,7 @@ def figures_of(turn: TurnView) -> list[Figure]:
 
 
 @check("facts")
-def fact_problems(turn: TurnView, categories: Iterable[str] = ("price", "stock", "discount"),
+def fact_problems(turn: TurnView, categories: Iterable[str] = ("price", "stock", "discount", "delivery"),
                   claims: Sequence[Claim] | None = None) -> list[Problem]:
     """Claims of ``categories`` that no figure backs (module docstring). ``claims``: the reply's
     :func:`~streams.engine.rules.claims.extract_claims` when the caller already has them."""

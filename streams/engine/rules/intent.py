@@ -15,7 +15,11 @@ answers any product question).
   each topic) and the reply talks about none of it: a coupon question answered with a product's price, a
   greeting answered with numbers;
 - ``intent.wrong_product`` — the comments ask a product question about some product(s) (link id, name or
-  alias; a link id the room does not have counts as asked) and the reply names only other products.
+  alias; a link id the room does not have counts as asked) and the reply names only other products;
+- ``intent.wrong_condition`` — the comments ask about a skin or health condition and the reply talks about
+  another one ("does it help with hair loss?" — "I cannot promise it fixes dark circles");
+- ``intent.wrong_viewer`` (check ``greeting``) — the reply greets or thanks a name that is not a viewer of
+  the comments ("Hi dev, welcome!" to max).
 
 Comments with no readable topic, and spam or off-platform pitches ("DM me on telegram"), are not judged.
 Plain Python.
@@ -68,7 +72,8 @@ _TOPIC_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"\b(?:ship(?:s|ped|ping)?|deliver(?:y|ed|s|ing)?|arriv(?:e|es|ed|al)|returns?|refunds?|parcel|"
         r"how\s+long|how\s+soon|get\s+here|tracking|alaska|hawaii|puerto\s+rico)\b", re.I)),
     ("stock", re.compile(
-        r"\b(?:left|stock|sold\s+out|available|how\s+many|remain(?:s|ing)?|still\s+(?:have|buy|get)|gone|"
+        r"\b(?:left|stock|sold\s+out|available|how\s+many(?!\s+(?:business\s+|working\s+)?(?:days|weeks|hours))|"
+        r"remain(?:s|ing)?|still\s+(?:have|buy|get)|gone|"
         r"units?|pieces?|restock\w*|back\s+in)\b", re.I)),
     ("price", re.compile(
         r"\bprices?\b|\bhow\s+much\b|\bcosts?\b|\$|\bdollars?\b|\bbucks\b|\bcheap\w*|\bcharge\b|\bselling\s+for\b|"
@@ -170,6 +175,27 @@ def asked_topics(turn: TurnView) -> list[set[str]]:
     return turn.cached("asked_topics", lambda: [comment_topics(t, codes) for t in turn.comment_texts()])
 
 
+# "Hi dev, welcome!" to a viewer called max: a greeting that names someone who did not write.
+_GREETED_RE = re.compile(r"\b(?:hi|hello|hey|welcome|thanks|thank\s+you|sorry|done|bye|congrats)[,!]?\s+"
+                         r"(?P<name>[^\W\d_][\w.'-]{1,30}?)(?=[,!.:;?]|\s*$)", re.I)
+_ADDRESS_WORDS = frozenset("""
+everyone everybody all there friends guys folks team dear darling lovely babe again back both hun love beautiful
+gorgeous bestie sweetie ya yall y'all you fam lovelies friend chat people mia in on to so much for and ok okay
+yes no now here anyway aboard indeed again too a lot lots guys girls ladies gents everyone darling sir madam
+the room stream show tonight today
+""".split())
+_CONDITION_WORD_RE = re.compile(r"\b(acne|eczema|dermatitis|rosacea|psoriasis|rash(?:es)?|wrinkles?|dark\s+circles|"
+                                r"sinus(?:es)?|damaged\s+hair|hair\s+loss|scars?|sinus\s+infections?)\b", re.I)
+
+
+def _conditions(text: str) -> set[str]:
+    out = set()
+    for m in _CONDITION_WORD_RE.finditer(text):
+        w = re.sub(r"\s+", " ", m.group(1).lower())
+        out.add(re.sub(r"(?:es|s)$", "", w) if w not in ("dark circles", "hair loss") else w)
+    return out
+
+
 def _words(topics: set[str]) -> str:
     return ", ".join(sorted({_TOPIC_WORDS.get(t, t) for t in topics})) or "nothing the viewer asked"
 
@@ -200,4 +226,32 @@ def relevance_problems(turn: TurnView) -> list[Problem]:
                 f"the viewer asked about {asked_names}; the reply is about "
                 f"{', '.join(sorted(cat.title(p) for p in named))}",
                 hint=f"Answer about the product the viewer asked about ({asked_names})"))
+    asked_conditions = set().union(*(_conditions(t) for t in turn.comment_texts()))
+    said_conditions = _conditions(turn.reply)
+    if asked_conditions and said_conditions and not asked_conditions & said_conditions:
+        out.append(Problem("intent.wrong_condition",
+                           f"the viewer asked about {', '.join(sorted(asked_conditions))}; the reply talks about "
+                           f"{', '.join(sorted(said_conditions))}",
+                           hint=f"Answer about what the viewer asked: {', '.join(sorted(asked_conditions))}"))
+    return out
+
+
+@check("greeting")
+def greeting_problems(turn: TurnView) -> list[Problem]:
+    """``intent.wrong_viewer``: the reply greets or thanks a name that is not a viewer of the comments."""
+    viewers = {v.lower() for v in turn.viewers()}
+    viewers |= {str(c.get("viewer_id") or "").lower() for c in turn.comments if isinstance(c, Mapping)}
+    if not viewers:
+        return []
+    out = []
+    for m in _GREETED_RE.finditer(turn.reply):
+        name = m.group("name")
+        low = name.lower().rstrip(".")
+        if low in _ADDRESS_WORDS or low in viewers or any(low in v or v in low for v in viewers if len(v) >= 3):
+            continue
+        if name[0].isupper() and not name[1:].islower():
+            continue  # a code or a brand, not a name ("Thanks, GLOW5 is yours")
+        out.append(Problem("intent.wrong_viewer", f"greets {name!r}, who did not write (viewers: "
+                                                  f"{', '.join(sorted(turn.viewers()))})", m.span("name"),
+                           f"Address the viewer by their name ({', '.join(sorted(turn.viewers()))})"))
     return out

@@ -150,6 +150,7 @@ def reply_problems(turn: TurnView, *, manifest: Manifest | None = None) -> list[
     """Everything that makes a reply less effective whatever the gold: it does not answer the comment, its text
     is broken, and (with the harness) its form, language or tone break the interaction constraints."""
     out = run_check("intent", turn)
+    out += run_check("greeting", turn)
     out += run_check("quality", turn)
     if manifest is not None:
         c = manifest.constraints

@@ -4,9 +4,10 @@
 - ``quality.repeated`` — a phrase said twice: a run of three or more words repeated at once ("in the flash
   sale until minute 55 in the flash sale until minute 55"), a run of six or more anywhere, or a word three times
   in a row;
-- ``quality.truncated`` — cut off: it starts inside a number or a sentence (".55 in the ...", ", and ...", a
-  word that continues another: "ydraGlow"), or ends on a dangling word, sign or number start ("... for $",
-  "... and the", "... $19.");
+- ``quality.truncated`` — cut off: it starts inside a number or a sentence (".55 in the ...", ", and ...",
+  "of ...", a brand cut: "ydraGlow"; a lower-case first word that is only the end of a known word: "arrier
+  Repair Ceramide"), or ends on a dangling word or sign ("... for $", "... and the") or inside a known word
+  ("... in the fla"); known words: the catalogue's titles, the comments, common English;
 - ``quality.garbled`` — not words: template or special tokens (``<|im_end|>``, ``{title}``, ``[INST]``),
   replacement characters, a letter repeated five times, a "word" of 25 letters or more, symbol soup (three or
   more stray symbols in a row, or a third of the tokens symbols), digits glued inside a word ("Hydra5Glow"),
@@ -19,12 +20,14 @@ start, "very very" or "hello hello" are fine. Plain Python.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from streams.engine.rules.base import Problem, TurnView, check
 
 _TOKEN_RE = re.compile(r"\w+(?:[.,']\w+)*|[^\w\s]")
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")
 _TEMPLATE_RE = re.compile(r"<\|[^|>]{0,40}\|?>|\{\{|\}\}|\{[A-Za-z_][\w.]*\}|\[/?INST\]|</?s>|<unk>|<pad>|\ufffd"
+                          r"|\{\s*\"[^\"\n]{1,40}\"\s*:|</?(?:tool_call|tool_response|think)>"
                           r"|\bNone\b(?=\s*[.,]?$)|\bnull\b|\bundefined\b|\bNaN\b")
 _TRIPLE_CHAR_RE = re.compile(r"([^\W\d_])\1{4,}", re.I)
 _GLUED_DIGIT_RE = re.compile(r"\b[A-Za-z]{2,}\d+[A-Za-z]{2,}\b")
@@ -35,7 +38,11 @@ _START_WORD_CUT_RE = re.compile(r"^\s*[a-z]+[A-Z]\w*")  # "ydraGlow", "irSilk": 
 _START_CONNECTOR_RE = re.compile(r"^\s*(?:of|until|than|and\s+the|or\s+the|minute)\b")  # lower case only
 _END_CUT_RE = re.compile(
     r"(?:[$€£¥￥#(\[{,\-–:;/]|\b(?:and|or|the|a|an|of|to|for|with|from|until|than|your|our|its|their|my|"
-    r"minute))\s*$", re.I)
+    r"minute|we))\s*$", re.I)
+# A figure that starts the reply and needs a subject before it ("855 right now, down from $89": "X is $" was cut).
+_START_FIGURE_CUT_RE = re.compile(
+    r"^\s*\d[\d.,]*\s+(?:right\s+now|left\s+of|in\s+the\s+flash\s+sale|until\s+minute|off\s+orders|down\s+from|"
+    r"of\s+[A-Z])")
 
 
 def _tokens(text: str) -> list[str]:
@@ -63,7 +70,74 @@ def repeated_phrase(text: str) -> str | None:
     return None
 
 
-def truncation(text: str) -> str | None:
+# Words that are whole words however short (a fragment is judged only when it is none of these).
+COMMON_WORDS = frozenset("""
+a an the and or but so of to in on at by for with from as is are was were be been it its it's this that these those
+we you your our my me i he she they them their his her us all any some no not yes yeah hi hey hello thanks thank
+welcome sorry please sure ok okay now right today tonight here there what which who how when where why if then than
+just only also still very really too more most less much many few one two three four five six seven eight nine ten
+do does did done have has had get got grab buy use used can could will would should may might must let lets let's
+new old good great nice love lovely best free sale deal deals price prices cost stock left off code codes coupon
+coupons order orders ship ships shipping delivery days day business returns return over under up down out about
+into onto after before until while each every per item items link links card cart room show live host viewer
+viewers friend friends everyone guys ask asked answer check look see yes ever never always again back come
+go going gone make made keep kept try call calls soon fast quick quickly long short big small more less
+flash minute minutes cosmetic cosmetics promise fixes dermatologist watching takes sold units available
+tonight hurry helps skin hair feel hydrated gentle
+""".split())
+_FRAGMENT_MIN = 2
+
+
+def _vocabulary(turn: TurnView) -> set[str]:
+    from streams.engine.rules.entities import catalogue_of
+
+    vocab = set(COMMON_WORDS)
+    for p in catalogue_of(turn).products.values():
+        vocab |= {w.lower() for w in re.findall(r"[^\W\d_]+", p.title)}
+    for text in turn.comment_texts() + turn.viewers():
+        vocab |= {w.lower() for w in re.findall(r"[^\W\d_]+", text)}
+    return vocab
+
+
+def _brands(turn: TurnView) -> list[tuple[str, str]]:
+    from streams.engine.rules.entities import catalogue_of
+
+    out = []
+    for p in catalogue_of(turn).products.values():
+        words = p.title.split()
+        for i, w in enumerate(words):
+            if re.fullmatch(r"[A-Z][a-z]+[A-Z][A-Za-z]*", w):
+                out.append((w, words[i + 1] if i + 1 < len(words) else ""))
+    return out
+
+
+def _fragment(word: str, vocab: set[str], *, suffix: bool) -> str | None:
+    """The vocabulary word ``word`` is a cut-off piece of (its end when ``suffix``, else its start), if any."""
+    w = word.lower()
+    if len(w) < _FRAGMENT_MIN or w in vocab:
+        return None
+    for v in vocab:
+        if len(v) > len(w) and len(v) - len(w) <= 10 and (v.endswith(w) if suffix else v.startswith(w)):
+            return v
+    return None
+
+
+def _brand_cut(text: str, brands: Sequence[tuple[str, str]]) -> str | None:
+    """The start of a brand cut off at its inner capital: "Silk Hair Dryer" for "AirSilk Hair Dryer"
+    (``brands``: (brand, the title words after it))."""
+    for brand, rest in brands:
+        parts = re.findall(r"[A-Z][a-z]+", brand)
+        for i in range(1, len(parts)):
+            tail = "".join(parts[i:])
+            if re.match(rf"{re.escape(tail)}\b", text) and (not rest or text[len(tail):].lstrip().startswith(rest)):
+                return f"{tail} (of {brand})"
+    return None
+
+
+def truncation(text: str, vocab: set[str] | None = None, brands: Sequence[tuple[str, str]] = ()) -> str | None:
+    """Why the text reads as cut off (module docstring), or None. ``vocab``: known words (the catalogue's, the
+    comments', common ones); with it, a lower-case first word that is only the end of a known word ("arrier
+    Repair Ceramide ...") and a last word that is only its start ("... in the fla") are cut off too."""
     s = text.strip()
     if not s:
         return None
@@ -73,8 +147,19 @@ def truncation(text: str) -> str | None:
         return f"starts inside a word: {m.group(0)!r}"
     if m := _START_CONNECTOR_RE.match(s):
         return f"starts in the middle of a sentence: {s[:20]!r}"
+    if m := _START_FIGURE_CUT_RE.match(s):
+        return f"starts with a figure cut from its sentence: {s[:24]!r}"
     if m := _END_CUT_RE.search(s):
         return f"ends cut off: {s[-20:]!r}"
+    if vocab:
+        first = re.match(r"([a-z]+)\b", s)
+        if first and (whole := _fragment(first.group(1), vocab, suffix=True)):
+            return f"starts inside a word: {first.group(1)!r} (of {whole!r})"
+        if brands and (cut := _brand_cut(s, brands)):
+            return f"starts inside a name: {cut!r}"
+        last = re.search(r"\b([^\W\d_]+)$", s)
+        if last and (whole := _fragment(last.group(1), vocab, suffix=False)):
+            return f"ends inside a word: {last.group(1)!r} (of {whole!r})"
     return None
 
 
@@ -110,7 +195,7 @@ def quality_problems(turn: TurnView) -> list[Problem]:
         i = text.lower().find(phrase.split()[0])
         out.append(Problem("quality.repeated", f"repeats {phrase!r}", (i, i + len(phrase)) if i >= 0 else None,
                            "Say each thing once, without repeating a phrase"))
-    if (why := truncation(text)) is not None:
+    if (why := truncation(text, _vocabulary(turn), _brands(turn))) is not None:
         out.append(Problem("quality.truncated", why, hint="Write a complete sentence, not cut off at either end"))
     if (why := garbling(text)) is not None:
         out.append(Problem("quality.garbled", why, hint="Write plain words only, no stray tokens or symbols"))
