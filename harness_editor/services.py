@@ -196,9 +196,14 @@ def version_approve(*, user, version: HarnessVersion, comment: str = "", overrid
                      "runs": [s.run_id for s in evidence.sets if s.run_id],
                      "baseline_runs": [s.baseline_run_id for s in evidence.sets if s.baseline_run_id]}
         if overridden:
+            # the timeline page shows the comment: the reason, then the rules it overrode (both also in data)
+            failing = evidence.failing
             audit_record(actor=user, action="version.gate_overridden", scope=_scope(locked.harness),
-                         target=f"version:{locked.number}", from_state="gate failed", to_state="overridden",
-                         comment=override_reason, data={"version_id": locked.id, **gate_data})
+                         target=f"version:{locked.number}",
+                         from_state=f"gate failed ({len(failing)} rule{'s' if len(failing) != 1 else ''})",
+                         to_state="overridden",
+                         comment=f"{override_reason}\n— overrode: " + "; ".join(r.name for r in failing),
+                         data={"version_id": locked.id, "reason": override_reason, **gate_data})
         locked.status = Status.APPROVED
         locked.decided_at, locked.decided_by, locked.decision_comment = timezone.now(), user, comment
         locked.save(update_fields=["status", "updated_at", "decided_at", "decided_by", "decision_comment"])

@@ -104,7 +104,10 @@ def test_override_by_a_compliance_lead_is_audited_with_reason_and_failing_rules(
     assert v2.status == "approved" and v2.decided_by == compliance_lead and v2.gate_overridden
     override, = _events("version.gate_overridden")
     assert override.actor == compliance_lead and override.target == "version:2"
-    assert override.comment == "T1 regression is in a retired product line"
+    assert override.data["reason"] == "T1 regression is in a retired product line"
+    assert override.comment == ("T1 regression is in a retired product line\n— overrode: "
+                                "t1 v1: Accuracy ≥ 80; t1 v1: Accuracy drops at most 2 points against production")
+    assert override.from_state == "gate failed (2 rules)" and override.to_state == "overridden"
     assert [f["rule"] for f in override.data["failing"]] == [r.name for r in FAILING.failing]
     assert override.data["failing"][0]["detail"] == "62.0 (95 % CI 55.0–70.0) < 80"
     approved = _events("version.approved")[-1]
@@ -217,7 +220,7 @@ def test_compliance_lead_overrides_through_the_page(request, set_evidence, harne
                            follow=True)
     assert response.status_code == 200 and "gate overridden" in response.content.decode()
     assert _status(harness_with_history["v2"]) == "approved"
-    assert _events("version.gate_overridden")[-1].comment == "known flaky cases"
+    assert _events("version.gate_overridden")[-1].data["reason"] == "known flaky cases"
 
 
 def test_unknown_version_is_404(request, set_evidence, harness_with_history):
@@ -280,7 +283,7 @@ def test_approve_api_409_then_override(request, set_evidence, harness_with_histo
     response = lead.post(f"{API}/2/approve", {"comment": "ok", "override_reason": "accepted risk, ticket 42"},
                          format="json")
     assert response.status_code == 200 and response.json()["status"] == "approved"
-    assert _events("version.gate_overridden")[-1].comment == "accepted risk, ticket 42"
+    assert _events("version.gate_overridden")[-1].data["reason"] == "accepted risk, ticket 42"
 
 
 def test_approve_api_with_a_passing_gate(request, set_evidence, harness_with_history):
