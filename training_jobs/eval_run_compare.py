@@ -154,7 +154,7 @@ def robustness(runs: Sequence[EvalRun], *, metric: str = "accuracy") -> dict[str
         per_run.append({g: (sum(v) / len(v), len(v)) for g, v in sums.items()})
     columns = ["all", *sorted(groups, key=_group_order)]
     cells = {(ri, ci): row[col] for ri, row in enumerate(per_run) for ci, col in enumerate(columns) if col in row}
-    rows = [run_label(r) for r in runs]
+    rows = [f"{r.name} — {run_label(r)}" for r in runs]
     return {"metric": metric, "columns": columns, "rows": rows, "has_levels": bool(groups),
             "chart": charts.heatmap(rows, [c.replace("fault:", "fault ") for c in columns], cells),
             "cells": [[({"value": row[c][0], "n": row[c][1]} if c in row else None) for c in columns]

@@ -100,7 +100,7 @@ class EvalRunForm(forms.Form):
             (pk, f"{m.name} · {m.get_kind_display()}" + (f" · served at {m.endpoint.name}" if m.endpoint_id
                                                           else " · not served")) for pk, m in self.models.items()]
         if not self.is_bound:
-            version = default_set_version(query.get("set"))
+            version = self.set_versions.get(query.get("version", "")) or default_set_version(query.get("set"))
             harness = default_harness_version(query.get("harness"))
             endpoint = self.endpoints.get(query.get("endpoint", "")) or next(
                 (e for e in self.endpoints.values() if e.is_default), None)

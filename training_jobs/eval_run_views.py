@@ -84,7 +84,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
     form = EvalRunForm(request.POST or None, query={k: request.GET.get(k, "") for k in
-                                                    ("set", "harness", "endpoint", "model")})
+                                                    ("set", "version", "harness", "endpoint", "model")})
     error, other_errors = None, []
     if request.method == "POST" and form.is_valid():
         try:

@@ -132,6 +132,12 @@ def test_launch_form_defaults_to_pinned_set_production_harness_and_default_endpo
     assert re.search(r'<option value="glow-gadget@1" selected>glow-gadget v1 \(approved\) · production', html)
     assert re.search(r'<option value="scripted" selected>', html)
     assert 'value="glow-gadget@3"' in html  # drafts can be evaluated (before approval)
+    # from a set version's page: that version
+    version_page = client.get("/eval-sets/t1-mini/v2/").content.decode()
+    assert '/evals/runs/new/?version=t1-mini@2' in version_page and "/evals/runs/?eval_set=t1-mini" in version_page
+    html = client.get("/evals/runs/new/?version=t1-mini@2").content.decode()
+    assert re.search(r'<option value="t1-mini@2" selected>', html)
+    assert 'data-testid="runs-link"' in client.get("/eval-sets/").content.decode()
 
 
 def test_launch_queues_a_run_on_the_gpu_queue(client, ml_staff, t1_set, v1, scripted_model, sent,

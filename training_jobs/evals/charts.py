@@ -82,7 +82,7 @@ def heat_fill(value: float | None) -> str:
 
 
 def heatmap(rows: Sequence[str], columns: Sequence[str], cells: Mapping[tuple[int, int], tuple[float, int]],
-            *, cell_w: int = 86, cell_h: int = 30, label_w: int = 260) -> dict[str, Any]:
+            *, cell_w: int = 86, cell_h: int = 30, label_w: int = 330) -> dict[str, Any]:
     """A grid of ``rows`` × ``columns``; ``cells[(row, column)] = (value 0..1, n)``. Returns the frame and each
     cell's rectangle, fill and text ("83 %" and the count for its tooltip)."""
     top = 22
