@@ -126,3 +126,36 @@ def test_run_instruction_case_sends_only_the_prompt(scripted_endpoint):
     body = scripted_endpoint.requests[0]
     assert body["messages"] == [{"role": "user", "content": "Say three words."}]
     assert "tools" not in body and body["seed"] == 5
+
+
+def _shipped_case(file: str, case_id: str):
+    from training_jobs.evals.cases import EVAL_DATA_DIR, read_cases
+
+    return next(c for c in read_cases(EVAL_DATA_DIR / file) if c.id == case_id)
+
+
+def test_a_t3_fault_case_runs_under_its_injected_fault(scripted_endpoint, demo_manifest):
+    """The case's faults (ToolFault values) reach the engine: the product tool times out, as the case says."""
+    from tests.streams.scripted_endpoint import native_calls
+    from training_jobs.evals.t3 import perturbed_manifest
+
+    case = _shipped_case("t3_robustness.jsonl", "t3-0251")
+    manifest = perturbed_manifest(case, demo_manifest("skincare_v1"))
+    tool = next(t.name for t in manifest.tools if t.binding == "catalog.product_info")
+    param = next(iter(manifest.tools[[t.name for t in manifest.tools].index(tool)].parameters["properties"]))
+    scripted_endpoint.add(hermes_calls(("load_skill", {"skill_id": case.expected_skills[0]})),
+                          native_calls((tool, {param: 102})),
+                          reply("Sorry, I can't check that right now, please look at the product card."))
+    with _client(scripted_endpoint) as client:
+        out = R.run_case(case, 0, manifest=manifest, backend=client, judge=lambda **kw: _Verdict(1.0, 1.0))
+    results = [e for e in out.events if e["type"] == "tool_result" and e.get("binding") == "catalog.product_info"]
+    assert results and results[0]["fault"] == "timeout"
+
+
+def test_case_forbidden_claims_are_read_sentence_by_sentence():
+    from training_jobs.evals.judging import _pattern_problems
+
+    case = _shipped_case("t1_live_stream_qa.jsonl", "t1-0141")
+    bad = _pattern_problems("It's not a medicine. But it cures rosacea in a week.", case)
+    assert [p.rule for p in bad] == ["claims.case_forbidden"]
+    assert _pattern_problems("It does not cure rosacea, it is a moisturizer.", case) == []

@@ -14,7 +14,6 @@ written for one harness can be run under another. Plain Python, no Django.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,14 +72,16 @@ def turn_calls(result: TurnResult, manifest: Manifest) -> tuple[list[CallRecord]
 
 
 def _pattern_problems(reply: str, case: Any) -> list[Problem]:
+    """The case's own forbidden claims the reply makes (their patterns are read sentence by sentence, so a
+    sentence that refuses the claim is not one)."""
+    from training_jobs.evals.cases import claim_hits
+
     out = []
     for claim in case.forbidden_claims:
-        if not claim.pattern:
-            continue
-        m = re.search(claim.pattern, reply, re.I)
-        if m is not None:
-            out.append(Problem("claims.case_forbidden", f"says {m.group(0)!r}: {claim.text or claim.kind}",
-                               span=(m.start(), m.end())))
+        for sentence in claim_hits(claim, reply):
+            start = reply.find(sentence)
+            out.append(Problem("claims.case_forbidden", f"says {sentence.strip()!r}: {claim.text or claim.kind}",
+                               span=(start, start + len(sentence)) if start >= 0 else None))
     return out
 
 

@@ -147,7 +147,7 @@ def run_case(case: Any, sample: int, *, manifest: Any, backend: Any, judge: Judg
         if emit is not None:
             emit(event)
 
-    faults = {key: ToolFault.model_validate(value if isinstance(value, Mapping) else {"kind": value})
+    faults = {key: value if isinstance(value, ToolFault) else ToolFault.model_validate(value)
               for key, value in (getattr(case, "tool_faults", None) or {}).items()}
     params = dict(sampling or {})
     if seed is not None:
