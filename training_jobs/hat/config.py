@@ -103,9 +103,9 @@ class DistillStageConfig(StageConfig):
     beta: float = Field(1.0, ge=0, le=1, description="Generalised JSD interpolation: 1.0 is the reverse KL.")
     temperature: float = Field(0.9, gt=0, le=2, description="Sampling temperature of the student.")
     max_new_tokens: int = Field(64, ge=1, le=8192, description="Tokens the student samples per prompt.")
-    general_prompts: int = Field(200, ge=1, le=100_000, description="General instruction prompts to use "
-                                                                    "(verifiable-instruction prompts written for the project and the built "
-                                                                    "everyday set; disjoint from every evaluation set).")
+    general_prompts: int = Field(200, ge=1, le=100_000, description=(
+        "General instruction prompts to use (verifiable-instruction prompts written for the project and the "
+        "built everyday set; disjoint from every evaluation set)."))
 
 
 class RLStageConfig(StageConfig):
