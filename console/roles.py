@@ -43,18 +43,21 @@ SAVE_EVAL_CASE = "training_jobs.add_evalcase"  # save a preview or scenario-run 
 PIN_EVAL_SET = "training_jobs.pin_evalset"  # pin the version of a set the approval gate evaluates on
 VIEW_EVAL_RUNS = "training_jobs.view_evalrun"  # evaluation runs, their scores, cases and comparisons (evidence)
 RUN_EVAL = "training_jobs.run_evalrun"  # launch evaluation runs, cancel and resume one's own
+# label a sample of an evaluation run's cases blind (human labels; the agreement pages compare them with the rules
+# and the judge models): compliance reviewers and ML staff
+LABEL_EVAL = "training_jobs.label_evalresult"
 
 _EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS, VIEW_EVAL_RUNS}
 _ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS,
-                   IMPORT_EVAL_SET, SAVE_EVAL_CASE, RUN_EVAL}
+                   IMPORT_EVAL_SET, SAVE_EVAL_CASE, RUN_EVAL, LABEL_EVAL}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
     CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
                                    VIEW_MODELS, SAVE_EVAL_CASE},
-    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS},
+    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, LABEL_EVAL},
     ML_STAFF: set(_ML),
     ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET},
     OPERATOR: set(_EVERYONE),
-    COMPLIANCE_LEAD: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, OVERRIDE_GATE},
+    COMPLIANCE_LEAD: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, OVERRIDE_GATE, LABEL_EVAL},
 }
 
 

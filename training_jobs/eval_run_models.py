@@ -43,6 +43,9 @@ class EvalRun(Job):
     deadline_s = models.FloatField(null=True, blank=True,
                                    help_text="wall-clock budget per turn (None: the harness's own)")
     summary = models.JSONField(default=dict, blank=True, help_text="the aggregates (training_jobs.evals.runner)")
+    judges = models.JSONField(default=list, blank=True,
+                              help_text="names of model endpoints that also judge each sample (a second opinion: "
+                                        "training_jobs.evals.judge_model; the rules stay the score of record)")
 
     class Meta:
         ordering = ["-created_at"]

@@ -212,3 +212,4 @@ from training_jobs.eval_models import EvalCase, EvalSet, EvalSetVersion  # noqa:
 from training_jobs.eval_run_models import EvalResult, EvalRun  # noqa: E402,F401  (evaluation runs: their own module)
 from training_jobs.gate_models import GatePolicy, GateRequirement  # noqa: E402,F401  (approval gate policy: its own module)
 from training_jobs.latency_models import LatencyReplay  # noqa: E402,F401  (latency replays: their own module)
+from training_jobs.label_models import HumanLabel  # noqa: E402,F401  (human labels of eval results: their own module)
