@@ -76,10 +76,12 @@ def _bounded_int(value: Any, path: str, lo: int, hi: int, errors: list[dict[str,
 
 def eval_run_start(*, user, eval_set_version: EvalSetVersion, endpoint, harness_version=None, model=None,
                    sampling: Any = None, k: int = 1, seed: int = 0, max_cases: int | None = None,
-                   deadline_s: float | None = None, name: str = "", enqueue: bool = True) -> EvalRun:
+                   deadline_s: float | None = None, name: str = "", judges: Any = None,
+                   enqueue: bool = True) -> EvalRun:
     """Queue an evaluation run (on commit, ``gpu`` queue; ``enqueue=False``: only create it, for
     :func:`eval_run_execute` in this process — ``manage.py run_eval``). Harness sets (T1–T3) need a harness version; T4
-    (IFEval) takes none. Raises NotAllowed for roles that may not evaluate, ValidationFailed (located errors)
+    (IFEval) takes none. ``judges``: names of model endpoints that also judge each sample (training_jobs.eval_judges;
+    the rules stay the score of record). Raises NotAllowed for roles that may not evaluate, ValidationFailed (located errors)
     for a bad request (nothing saved), OutboundRefused when the endpoint may not be used."""
     _require(user, roles.RUN_EVAL, "launch evaluation runs")
     errors: list[dict[str, str]] = []
@@ -100,6 +102,9 @@ def eval_run_start(*, user, eval_set_version: EvalSetVersion, endpoint, harness_
         parsed_sampling = validate_sampling(sampling)
     except ValidationFailed as exc:
         errors += exc.errors
+    from training_jobs.eval_judges import validate_judges
+
+    judge_names = validate_judges(judges, errors, kind=kind)
     if errors:
         raise ValidationFailed("the evaluation run is not valid", errors=errors)
     endpoint.check_usable()
@@ -115,12 +120,13 @@ def eval_run_start(*, user, eval_set_version: EvalSetVersion, endpoint, harness_
         run = EvalRun.objects.create(name=name[:120], eval_set_version=eval_set_version, harness_version=harness_version,
                                      endpoint=endpoint, model=model, sampling=parsed_sampling, k=k, seed=seed,
                                      max_cases=max_cases, deadline_s=deadline_s, created_by=user,
-                                     progress_total=cases * k)
+                                     progress_total=cases * k, judges=judge_names)
         audit_record(actor=user, action="eval.queued", scope=run.audit_scope(), target=run.audit_target(),
                      to_state=EvalRun.Status.QUEUED,
                      data={"eval_set": eval_set_version.eval_set.name, "set_version": eval_set_version.number,
                            "harness_version": str(harness_version.pk) if harness_version else None,
-                           "endpoint": endpoint.name, "k": k, "seed": seed, "sampling": parsed_sampling})
+                           "endpoint": endpoint.name, "k": k, "seed": seed, "sampling": parsed_sampling,
+                           "judges": judge_names})
         if enqueue:
             job_enqueue(run)
     return run
@@ -227,6 +233,10 @@ def eval_run_summary(run: EvalRun) -> dict[str, Any]:
     summary = runner.aggregate(outcomes, k=run.k, seed=run.seed)
     if run.kind == "t4":
         summary["ifeval"] = _ifeval_summary(run)
+    if run.judges:
+        from training_jobs.eval_judges import run_judges_summary
+
+        summary["judges"] = run_judges_summary(run)
     return summary
 
 
@@ -277,6 +287,9 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
     base = run.harness_version.manifest if run.harness_version is not None else None
     judge = _judge() if base is not None else None
     backend = backend_factory() if backend_factory is not None else OpenAIChatClient(run.endpoint.as_config())
+    from training_jobs import eval_judges
+
+    judges = eval_judges.open_judges(run) if base is not None and run.judges else []
     try:
         for position, case in cases:
             for sample in range(run.k):
@@ -298,7 +311,9 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
                     outcome = runner.SampleOutcome(case_id=case.id, sample=sample, reply="", reason="internal_error",
                                                    fallback=True, accuracy=0.0, effectiveness=0.0,
                                                    error=f"{type(exc).__name__}: {exc}")
-                _store(run, position, outcome)
+                # judge models after the rules: their verdicts and vote go with the sample, the rules' stay its score
+                judged = eval_judges.judge_outcome(run, case, outcome, judges) if judges else None
+                _store(run, position, outcome, {"judges": judged} if judged is not None else None)
                 done.add((case.id, sample))
                 reporter.progress(len(done), total)
                 if on_sample is not None:
@@ -307,6 +322,7 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
         close = getattr(backend, "close", None)
         if close is not None:
             close()
+        eval_judges.close_judges(judges)
     reporter.stage("scoring")
     if base is None:
         _mark_ifeval_results(run)
