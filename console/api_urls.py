@@ -115,5 +115,13 @@ urlpatterns += [
     path(ER + "results/", eval_run_apis.EvalResultListApi.as_view(), name="api-eval-run-results"),
     path(ER + "cases/<str:case_id>/", eval_run_apis.EvalRunCaseApi.as_view(), name="api-eval-run-case"),
 ]
+from training_jobs import label_apis  # noqa: E402
+
+urlpatterns += [
+    path(ER + "labels/", label_apis.LabelListCreateApi.as_view(), name="api-eval-run-labels"),
+    path(ER + "labels/sample/", label_apis.LabelSampleApi.as_view(), name="api-eval-run-label-sample"),
+    path(ER + "agreement/", label_apis.RunAgreementApi.as_view(), name="api-eval-run-agreement"),
+    path(ES + "agreement/", label_apis.SetAgreementApi.as_view(), name="api-eval-set-agreement"),
+]
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))

@@ -73,3 +73,14 @@ latency_urls = ([
     path(LR + "cancel/", latency_views.replay_cancel, name="cancel"),
     path(LR + "resume/", latency_views.replay_resume, name="resume"),
 ], "latency")
+
+# Human labels and agreement (issue 11 §2), under the runs: training_jobs.label_views
+from training_jobs import label_views  # noqa: E402
+
+eval_run_urls[0].extend([
+    path("agreement/", label_views.agreement_index, name="agreement_index"),
+    path("agreement/<slug:eval_set>/", label_views.set_agreement, name="set_agreement"),
+    path(R + "labels/", label_views.label_start, name="labels"),
+    path(R + "labels/<int:result_id>/", label_views.label_case, name="label_case"),
+    path(R + "agreement/", label_views.run_agreement, name="agreement"),
+])

@@ -157,3 +157,60 @@ def agreement_block(a: Sequence[Any], b: Sequence[Any], *, a_eff: Sequence[Any],
     eff = effectiveness_agreement(a_eff, b_eff)
     return {"accuracy": accuracy_agreement(a, b).to_dict(),
             "effectiveness": {k: v.to_dict() for k, v in eff.items()}}
+
+
+# --- human labels against the rules and the judges ---------------------------------------------------------------
+
+
+def label_agreement(labels: Sequence[Any]) -> dict[str, Any]:
+    """Agreement of human labels with the rules, with each judge model, with the judges' vote, and between humans.
+
+    ``labels``: one item per human label, a mapping with ``result`` (the sample's id), ``reviewer``, ``accuracy``,
+    ``effectiveness`` (the human's), ``rules`` = (accuracy, effectiveness) the rules gave that sample, and
+    ``judges`` = the sample's stored judge block (``{"verdicts": [...], "vote": {...}}``, see
+    :mod:`training_jobs.evals.judge_model`) or None. Each label is one pair (several reviewers of one sample give
+    several pairs). Between humans: every pair of labels of the same sample, in the order given. Per judge, only the
+    labels of samples that judge judged count (its abstentions are dropped and counted)."""
+    h_acc = [x["accuracy"] for x in labels]
+    h_eff = [x["effectiveness"] for x in labels]
+    out: dict[str, Any] = {
+        "labels": len(labels), "results": len({x["result"] for x in labels}),
+        "reviewers": len({x["reviewer"] for x in labels}),
+        "rules": agreement_block(h_acc, [x["rules"][0] for x in labels], a_eff=h_eff,
+                                 b_eff=[x["rules"][1] for x in labels]),
+    }
+    names: list[str] = []
+    for x in labels:
+        for v in (x.get("judges") or {}).get("verdicts") or []:
+            if isinstance(v, dict) and str(v.get("judge")) not in names:
+                names.append(str(v.get("judge")))
+    judges: dict[str, Any] = {}
+    for name in names:
+        pairs = []
+        for x in labels:
+            verdicts = {str(v.get("judge")): v for v in (x.get("judges") or {}).get("verdicts") or []
+                        if isinstance(v, dict)}
+            if name in verdicts:
+                pairs.append((x, verdicts[name]))
+        judges[name] = agreement_block([x["accuracy"] for x, _ in pairs], [v.get("accuracy") for _, v in pairs],
+                                       a_eff=[x["effectiveness"] for x, _ in pairs],
+                                       b_eff=[v.get("effectiveness") for _, v in pairs])
+    out["judges"] = judges
+    voted = [(x, (x.get("judges") or {}).get("vote") or {}) for x in labels if x.get("judges")]
+    out["vote"] = agreement_block([x["accuracy"] for x, _ in voted], [v.get("accuracy") for _, v in voted],
+                                  a_eff=[x["effectiveness"] for x, _ in voted],
+                                  b_eff=[v.get("effectiveness") for _, v in voted]) if voted else None
+    by_result: dict[Any, list[Any]] = {}
+    for x in labels:
+        by_result.setdefault(x["result"], []).append(x)
+    a: list[Any] = []
+    b: list[Any] = []
+    for group in by_result.values():
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                a.append(group[i])
+                b.append(group[j])
+    out["humans"] = agreement_block([x["accuracy"] for x in a], [y["accuracy"] for y in b],
+                                    a_eff=[x["effectiveness"] for x in a],
+                                    b_eff=[y["effectiveness"] for y in b]) if a else None
+    return out
