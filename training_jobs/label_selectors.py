@@ -9,6 +9,7 @@ order, so several people label the same ones and their agreement with each other
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -85,6 +86,12 @@ def sample_view(run: EvalRun, result: EvalResult, *, reveal: bool) -> dict[str, 
         "result": result, "case_id": result.case_id, "sample": result.sample, "reply": result.reply,
         "comments": data.get("comments") or [], "room": eval_run_selectors.room_view(data.get("room") or {}),
         "tool_results": tool_results_from_events(result.events or []),
+        "tool_results_shown": [
+            {"tool": t["tool"], "error": t.get("error"),
+             "arguments": json.dumps(t.get("arguments") or {}, ensure_ascii=False),
+             "result": t["result"] if isinstance(t.get("result"), str)
+             else json.dumps(t.get("result"), ensure_ascii=False, indent=1, default=str)}
+            for t in tool_results_from_events(result.events or [])],
         "turn": turn if reveal else blind_turn(turn), "revealed": reveal,
     }
     if reveal:

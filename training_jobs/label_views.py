@@ -170,8 +170,12 @@ def _matrix_cells(metric: dict[str, Any]) -> list[dict[str, Any]]:
 def run_agreement(request: HttpRequest, run_id) -> HttpResponse:
     run = _run_or_404(run_id)
     agreement = selectors.run_agreement(run)
+    summary = (run.summary or {}).get("judges") or None
+    # the judges in the run's order, then their vote (the stored summary's keys come back in jsonb's order)
+    judge_rows = [(name, summary["with_rules"][name]) for name in [*summary.get("judges", []), "vote"]
+                  if name in summary.get("with_rules", {})] if summary else []
     return render(request, "training_jobs/evals/labels/agreement.html", {
-        "run": run, "a": agreement, "rows": _rows(agreement), "judge_summary": (run.summary or {}).get("judges"),
+        "run": run, "a": agreement, "rows": _rows(agreement), "judge_summary": summary, "judge_rows": judge_rows,
         "can_label": request.user.has_perm(roles.LABEL_EVAL)})
 
 

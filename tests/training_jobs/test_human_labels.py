@@ -288,6 +288,8 @@ def test_everyone_with_a_role_sees_agreement(client, request, role, judged_run, 
     keys = re.findall(r'data-testid="agreement-row" data-key="([^"]+)"', html)
     assert keys == ["rules", "judge:judge-a", "judge:judge-b", "vote"]
     assert html.count('data-testid="matrices"') == 4 and 'data-testid="judges-vs-rules"' in html
+    judge_rows = re.findall(r'data-testid="judge-rules-row"><th class="rowhead">(.*?)</th>', html)
+    assert judge_rows == ["<code>judge-a</code>", "<code>judge-b</code>", "the judges' vote"]  # the run's order
     rules_row = re.search(r'data-key="rules">(.*?)</tr>', html, re.S).group(1)
     cell = re.search(r'data-testid="kappa-accuracy">(.*?)</td>', rules_row, re.S).group(1)
     # the reviewer agreed with the rules on every sample: kappa 1, or undefined when the rules used one class only
