@@ -9,7 +9,7 @@ Rules (id — what it catches — what it costs a judged turn):
 
 **Accuracy** (any of these: accuracy 0)
 
-- ``facts.unbacked`` — a price, stock count or discount no tool result of this turn gives;
+- ``facts.unbacked`` — a price, stock count, discount or delivery time no tool result of this turn gives;
 - ``facts.wrong_entity`` — the figure is in a result, but for another product (coupon, region) than the one
   the reply names ("We have 15 of HydraGlow Serum left" after a stock call on another product);
 - ``facts.wrong_field`` — the figure is in a result for that product, but as another field ("AirSilk Hair
@@ -27,7 +27,8 @@ Rules (id — what it catches — what it costs a judged turn):
 
 - ``intent.unaddressed`` — the reply does not answer what the comment asks (a coupon question answered with
   a price, a greeting answered with numbers); ``intent.wrong_product`` — answers about another product than
-  the one asked (:mod:`~streams.engine.rules.intent`);
+  the one asked; ``intent.wrong_condition`` — about another skin or health condition than the one asked
+  (:mod:`~streams.engine.rules.intent`);
 - ``quality.empty``, ``quality.truncated``, ``quality.garbled`` — no words, cut off, token soup
   (:mod:`~streams.engine.rules.quality`);
 - (judge, with gold) ``expect.wrong_product`` — called tools only for other link ids than the gold's;
@@ -36,7 +37,7 @@ Rules (id — what it catches — what it costs a judged turn):
 
 **Partial** (effectiveness at most 0.5)
 
-- ``quality.repeated`` — a phrase said twice;
+- ``quality.repeated`` — a phrase said twice; ``intent.wrong_viewer`` — greets a name that did not write;
 - ``format``, ``language``, ``tone`` — the interaction constraints (length, speakable text, sentence cap; the
   room's language; shouting, hostility, the declared tone: :mod:`~streams.engine.rules.form`,
   :mod:`~streams.engine.rules.language`, :mod:`~streams.engine.rules.tone`) — judged when the harness is given;
@@ -53,10 +54,15 @@ line is judged with no tool result behind it (accurate only if it states no fact
 Without gold (``expectation`` None) the judgement rests on the rules alone.
 
 The runtime hooks (:mod:`streams.engine.hooks`) guard live replies with the same checks: the ``factual_risk``
-hook runs ``facts`` (for the categories it checks), ``products``, ``coupons`` and ``compliance``;
-``banned_phrases`` runs ``banned``; ``reply_format`` (or the built-in constraints check) runs ``format``; and
-every harness runs ``language``, ``tone``, ``quality`` and ``intent`` as built-in constraints. A failing one
-retries with its message, as every hook does. Plain Python, no Django.
+hook runs ``facts`` (for the categories it checks, and delivery times), ``products``, ``coupons`` and
+``compliance``; ``banned_phrases`` runs ``banned``; ``reply_format`` (or the built-in constraints check) runs
+``format``; and every harness runs ``quality``, ``intent`` + ``greeting`` (as ``constraints.relevance``),
+``language`` and ``tone`` as built-in constraints. A failing one retries with its message (the hook's, plus
+what to do instead), as every hook does.
+
+The labelled sets in ``data/judging/`` (built by ``python -m training_jobs.judging_sets``) hold bad replies each
+rule must catch — from the demo model's recorded turns, the issue's examples and mutations of gold replies —
+and good replies every rule must pass (``tests/streams/test_rules_sets.py``). Plain Python, no Django.
 """
 
 from streams.engine.rules import compliance, entities, facts, form, intent, language, quality, tone  # noqa: F401

@@ -9,8 +9,10 @@ in :data:`CHECKS` at call time: there is one function per check, and replacing i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 Effect = Literal["accuracy", "effectiveness", "partial", "none"]
@@ -88,6 +90,12 @@ class TurnView:
 
     def viewers(self) -> list[str]:
         return [str(c.get("viewer") or "") for c in self.comments if isinstance(c, Mapping) and c.get("viewer")]
+
+
+@lru_cache(maxsize=4096)
+def word_pattern(word: str, *, plural: bool = False) -> re.Pattern[str]:
+    """``word`` as a whole word, any case (compiled once: rules look for the same codes and names every reply)."""
+    return re.compile(rf"(?<!\w){re.escape(word)}{'(?:e?s)?' if plural else ''}(?!\w)", re.I)
 
 
 Check = Callable[..., list[Problem]]

@@ -25,8 +25,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from streams.engine.rules.base import Problem, TurnView, check
-from streams.engine.rules.entities import catalogue_of, comment_products, find_mentions
+from streams.engine.rules.base import Problem, TurnView, check, word_pattern
+from streams.engine.rules.entities import (
+    Mention,
+    build_catalogue,
+    catalogue_of,
+    comment_products,
+    find_mentions,
+    reply_mentions,
+)
 
 MEDICAL_RE = re.compile(r"\b(?:cur(?:e|es|ed|ing)|heal(?:s|ed|ing)?|detox(?:es|ed|ing)?|"
                         r"treat(?:s|ed|ing|ments?)?)\b", re.I)
@@ -52,7 +59,7 @@ def clauses(text: str) -> list[str]:
 
 
 def _mentions(text: str, code: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(code)}(?!\w)", text, re.I) is not None
+    return word_pattern(code).search(text) is not None
 
 
 def _result_text(results: Sequence[Any]) -> str:
@@ -93,15 +100,16 @@ def restricts_claims(product: Mapping[str, Any]) -> bool:
     return False
 
 
-def turn_products(room: Mapping[str, Any] | None, reply: str, link_ids: Iterable[int]) -> list[Mapping[str, Any]]:
+def turn_products(room: Mapping[str, Any] | None, reply: str, link_ids: Iterable[int],
+                  mentions: Sequence[Mention] | None = None) -> list[Mapping[str, Any]]:
     """The products a turn is about: those of ``link_ids`` (tools called with them, the comment names them) and
-    those the reply names; every product of the room when none can be told."""
-    from streams.engine.rules.entities import build_catalogue
-
+    those the reply names (``mentions``: the reply's, when the caller has them); every product of the room when
+    none can be told."""
     products = [p for p in (room or {}).get("products") or [] if isinstance(p, Mapping)]
     wanted = set(link_ids)
-    cat = build_catalogue(room)
-    wanted |= {m.link_id for m in find_mentions(reply, cat, bare_ids=True) if m.link_id is not None}
+    if mentions is None:
+        mentions = find_mentions(reply, build_catalogue(room), bare_ids=True)
+    wanted |= {m.link_id for m in mentions if m.link_id is not None}
     named = [p for p in products if p.get("link_id") in wanted]
     return named or products
 
@@ -151,7 +159,7 @@ def compliance_problems(turn: TurnView, link_ids: Iterable[int] = ()) -> list[Pr
     about, e.g. those its tools were called with, besides those of the results and comments)."""
     ids = set(link_ids) | _result_link_ids(turn.tool_results)
     ids |= {lid for lid in comment_products(turn) if lid is not None}
-    products = turn_products(turn.room, turn.reply, ids)
+    products = turn_products(turn.room, turn.reply, ids, reply_mentions(turn))
     return [Problem("claims.forbidden", f"forbidden claim {c!r}", _span(turn.reply, c),
                     "Make no medical, efficacy or absolute claims: these products are not medicines")
             for c in forbidden_claims(turn.reply, products)]

@@ -22,13 +22,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from streams.engine.rules.base import Problem, TurnView, check, sentence_bounds, sentence_of
+from streams.engine.rules.base import Problem, TurnView, check, sentence_bounds, sentence_of, word_pattern
 
 _SIZE_WORD_RE = re.compile(r"[\d.+]+|ml|g|W|SPF|PA\+*")
 
 
+@lru_cache(maxsize=4096)
 def short_title(title: str) -> str:
     """'Barrier Repair Ceramide Moisturizer 50 ml' -> 'Barrier Repair Ceramide Moisturizer' (sizes dropped)."""
     words = [w for w in title.split() if not _SIZE_WORD_RE.fullmatch(w)]
@@ -108,6 +110,8 @@ class Catalogue:
     owner: Mapping[str, int]  # distinctive word -> the one product whose title has it
     coupon_codes: frozenset[str]
     regions: tuple[str, ...]
+    alias_re: re.Pattern[str] | None = None  # every alias, longest first, as a whole word (plural too)
+    alias_owner: Mapping[str, int] | None = None
 
     def title(self, link_id: int | None) -> str:
         p = self.products.get(link_id) if link_id is not None else None
@@ -156,13 +160,7 @@ def build_catalogue(room: Mapping[str, Any] | None, results: Sequence[Any] = ())
                 titles[lid] = str(p.get("title") or "")
     for lid, title in _result_products(results):
         titles.setdefault(lid, title)
-    aliases = product_aliases({"products": [{"link_id": k, "title": t} for k, t in titles.items()]})
-    prods = {lid: Product(lid, t, frozenset(_title_words(t)), tuple(aliases.get(lid, ()))) for lid, t in titles.items()}
-    count: dict[str, list[int]] = {}
-    for p in prods.values():
-        for w in p.words:
-            count.setdefault(w, []).append(p.link_id)
-    owner = {w: ids[0] for w, ids in count.items() if len(ids) == 1 and len(w) >= 3 and w not in _NOT_NAME_WORDS}
+    prods, owner, alias_re, alias_owner = _products(tuple(titles.items()))
     codes = set()
     regions: list[str] = []
     if isinstance(room, Mapping):
@@ -177,7 +175,27 @@ def build_catalogue(room: Mapping[str, Any] | None, results: Sequence[Any] = ())
     for region in _result_strings(results, ("region",)):
         if region not in regions and region != "default":
             regions.append(region)
-    return Catalogue(prods, closed, owner, frozenset(codes), tuple(regions))
+    return Catalogue(prods, closed, owner, frozenset(codes), tuple(regions), alias_re, alias_owner)
+
+
+@lru_cache(maxsize=1024)
+def _products(titles: tuple[tuple[int, str], ...]
+              ) -> tuple[Mapping[int, Product], Mapping[str, int], re.Pattern[str] | None, Mapping[str, int]]:
+    """The products of (link id, title) pairs, the distinctive words and the aliases as one pattern (remembered:
+    a room's catalogue is judged again for every candidate reply)."""
+    aliases = product_aliases({"products": [{"link_id": k, "title": t} for k, t in titles]})
+    prods = {lid: Product(lid, t, frozenset(_title_words(t)), tuple(aliases.get(lid, ()))) for lid, t in titles}
+    count: dict[str, list[int]] = {}
+    for p in prods.values():
+        for w in p.words:
+            count.setdefault(w, []).append(p.link_id)
+    owner = {w: ids[0] for w, ids in count.items() if len(ids) == 1 and len(w) >= 3 and w not in _NOT_NAME_WORDS}
+    alias_owner = {a: p.link_id for p in prods.values() for a in p.aliases}
+    alias_re = None
+    if alias_owner:
+        alts = "|".join(re.escape(a) for a in sorted(alias_owner, key=len, reverse=True))
+        alias_re = re.compile(rf"(?<!\w)({alts})(?:e?s)?(?!\w)", re.I)
+    return prods, owner, alias_re, alias_owner
 
 
 def _result_strings(results: Iterable[Any], keys: tuple[str, ...]) -> list[str]:
@@ -287,12 +305,10 @@ def find_mentions(text: str, cat: Catalogue, *, bare_ids: bool = False) -> list[
         names, lid = _resolve_run([m.group(0) for m in run], cat)
         if names:
             found.append(Mention(s, e, text[s:e], lid, "name"))
-    low = text.lower()
-    for p in cat.products.values():
-        for alias in sorted(p.aliases, key=len, reverse=True):
-            for m in re.finditer(rf"\b{re.escape(alias)}(?:e?s)?\b", low):
-                if free(m.start(), m.end()):
-                    found.append(Mention(m.start(), m.end(), text[m.start():m.end()], p.link_id, "alias"))
+    if cat.alias_re is not None:
+        for m in cat.alias_re.finditer(text):
+            if free(m.start(), m.end()):
+                found.append(Mention(m.start(), m.end(), m.group(0), cat.alias_owner[m.group(1).lower()], "alias"))
     return sorted(found, key=lambda m: m.start)
 
 
@@ -315,7 +331,7 @@ def comment_products(turn: TurnView) -> set[int | None]:
 def coupon_mentions(text: str, cat: Catalogue) -> list[tuple[int, int, str]]:
     out = []
     for code in cat.coupon_codes:
-        for m in re.finditer(rf"(?<!\w){re.escape(code)}(?!\w)", text, re.I):
+        for m in word_pattern(code).finditer(text):
             out.append((m.start(), m.end(), code))
     return sorted(out)
 
@@ -323,7 +339,7 @@ def coupon_mentions(text: str, cat: Catalogue) -> list[tuple[int, int, str]]:
 def region_mentions(text: str, cat: Catalogue) -> list[tuple[int, int, str]]:
     out = []
     for region in cat.regions:
-        for m in re.finditer(rf"\b{re.escape(region)}\b", text, re.I):
+        for m in word_pattern(region).finditer(text):
             out.append((m.start(), m.end(), region))
     return sorted(out)
 

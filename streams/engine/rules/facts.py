@@ -179,10 +179,9 @@ def fact_problems(turn: TurnView, categories: Iterable[str] = ("price", "stock",
     """Claims of ``categories`` that no figure backs (module docstring). ``claims``: the reply's
     :func:`~streams.engine.rules.claims.extract_claims` when the caller already has them."""
     wanted = set(categories)
-    if claims is None:
-        chosen = [c for c in turn_claims(turn) if c.category in wanted]
-    else:
-        chosen = attribute(turn, [c for c in claims if c.category in wanted])
+    if claims is not None and "claims" not in turn._cache:  # the reply's claims, extracted by the caller
+        turn._cache["claims"] = attribute(turn, list(claims))
+    chosen = [c for c in turn_claims(turn) if c.category in wanted]
     if not chosen:
         return []
     figures = figures_of(turn)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from streams.engine.rules.base import Problem, TurnView, check
+from streams.engine.rules.base import Problem, TurnView, check, word_pattern
 from streams.engine.rules.claims import turn_claims
 from streams.engine.rules.entities import catalogue_of, comment_products, coupon_mentions, reply_mentions
 
@@ -107,7 +107,7 @@ def comment_topics(text: str, coupon_codes: frozenset[str] | set[str] = frozense
     if _SPAM_RE.search(text):
         return set()
     topics = {name for name, pattern in _TOPIC_RES if pattern.search(text)}
-    if any(re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text, re.I) for c in coupon_codes):
+    if any(word_pattern(c).search(text) for c in coupon_codes):
         topics.add("coupon")
     first = infer_intent(text, "")
     if first is not None:
@@ -163,7 +163,7 @@ def reply_topics(turn: TurnView) -> set[str]:
         if coupon_mentions(text, catalogue_of(turn)):
             topics.add("coupon")
         low = text.lower()
-        if any(v and re.search(rf"(?<!\w){re.escape(v.lower())}(?!\w)", low) for v in turn.viewers()):
+        if any(v and word_pattern(v).search(low) for v in turn.viewers()):
             topics.add("social")
         return topics
 

@@ -5,8 +5,9 @@
   sale until minute 55 in the flash sale until minute 55"), a run of six or more anywhere, or a word three times
   in a row;
 - ``quality.truncated`` — cut off: it starts inside a number or a sentence (".55 in the ...", ", and ...",
-  "of ...", a brand cut: "ydraGlow"; a lower-case first word that is only the end of a known word: "arrier
-  Repair Ceramide"), or ends on a dangling word or sign ("... for $", "... and the") or inside a known word
+  "of ...", "855 right now, down from $89"), inside a name ("ydraGlow", "Silk Hair Dryer" for the AirSilk Hair
+  Dryer) or inside a word (a lower-case first word that is only the end of a known word: "arrier Repair
+  Ceramide"), or ends on a dangling word or sign ("... for $", "... and the", "... we") or inside a known word
   ("... in the fla"); known words: the catalogue's titles, the comments, common English;
 - ``quality.garbled`` — not words: template or special tokens (``<|im_end|>``, ``{title}``, ``[INST]``),
   replacement characters, a letter repeated five times, a "word" of 25 letters or more, symbol soup (three or
@@ -20,7 +21,7 @@ start, "very very" or "hello hello" are fine. Plain Python.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from streams.engine.rules.base import Problem, TurnView, check
 
@@ -134,7 +135,8 @@ def _brand_cut(text: str, brands: Sequence[tuple[str, str]]) -> str | None:
     return None
 
 
-def truncation(text: str, vocab: set[str] | None = None, brands: Sequence[tuple[str, str]] = ()) -> str | None:
+def truncation(text: str, vocab: set[str] | Callable[[], set[str]] | None = None,
+               brands: Sequence[tuple[str, str]] = ()) -> str | None:
     """Why the text reads as cut off (module docstring), or None. ``vocab``: known words (the catalogue's, the
     comments', common ones); with it, a lower-case first word that is only the end of a known word ("arrier
     Repair Ceramide ...") and a last word that is only its start ("... in the fla") are cut off too."""
@@ -151,14 +153,15 @@ def truncation(text: str, vocab: set[str] | None = None, brands: Sequence[tuple[
         return f"starts with a figure cut from its sentence: {s[:24]!r}"
     if m := _END_CUT_RE.search(s):
         return f"ends cut off: {s[-20:]!r}"
-    if vocab:
-        first = re.match(r"([a-z]+)\b", s)
-        if first and (whole := _fragment(first.group(1), vocab, suffix=True)):
+    first = re.match(r"([a-z]+)\b", s)
+    last = re.search(r"\b([^\W\d_]+)$", s)
+    if brands and (cut := _brand_cut(s, brands)):
+        return f"starts inside a name: {cut!r}"
+    if vocab is not None and (first or last):
+        words = vocab() if callable(vocab) else vocab
+        if first and (whole := _fragment(first.group(1), words, suffix=True)):
             return f"starts inside a word: {first.group(1)!r} (of {whole!r})"
-        if brands and (cut := _brand_cut(s, brands)):
-            return f"starts inside a name: {cut!r}"
-        last = re.search(r"\b([^\W\d_]+)$", s)
-        if last and (whole := _fragment(last.group(1), vocab, suffix=False)):
+        if last and (whole := _fragment(last.group(1), words, suffix=False)):
             return f"ends inside a word: {last.group(1)!r} (of {whole!r})"
     return None
 
@@ -195,7 +198,7 @@ def quality_problems(turn: TurnView) -> list[Problem]:
         i = text.lower().find(phrase.split()[0])
         out.append(Problem("quality.repeated", f"repeats {phrase!r}", (i, i + len(phrase)) if i >= 0 else None,
                            "Say each thing once, without repeating a phrase"))
-    if (why := truncation(text, _vocabulary(turn), _brands(turn))) is not None:
+    if (why := truncation(text, lambda: _vocabulary(turn), _brands(turn))) is not None:
         out.append(Problem("quality.truncated", why, hint="Write a complete sentence, not cut off at either end"))
     if (why := garbling(text)) is not None:
         out.append(Problem("quality.garbled", why, hint="Write plain words only, no stray tokens or symbols"))
