@@ -11,7 +11,7 @@ dataclasses below. No setting (or an empty one) means no gate: every version may
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.conf import settings
@@ -103,7 +103,6 @@ class GateEvidence:
     baseline: str = ""
     start_url: str = ""
     missing_runs: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failing(self) -> list[GateRule]:

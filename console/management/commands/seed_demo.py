@@ -1,6 +1,7 @@
 """Create the demo users (one per role), the demo harness with a short history, register the committed demo
-model as a base model for training jobs, and import the eval sets the project ships (T1–T3 from data/evals, T4 from
-data/ifeval) as their first versions.
+model as a base model for training jobs, import the eval sets the project ships (T1–T3 from data/evals, T4 from
+data/ifeval) as their first versions, and set the approval gate of the demo harness (a finished T1 run on the local
+model, compared with production: training_jobs.gate_services.gate_policy_seed_demo).
 
 Idempotent: users are created or have their password reset to the demo one; the harness is created only
 when missing. Everything goes through the real services, so the audit timeline shows the history too.
@@ -47,7 +48,8 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the demo live-room catalog, the demo scenarios, the demo base model and the shipped eval sets.")
+            "the demo live-room catalog, the demo scenarios, the demo base model, the shipped eval sets and the "
+            "demo harness's approval gate.")
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
