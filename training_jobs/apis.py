@@ -321,6 +321,10 @@ class TrainingJobListCreateApi(ApiView):
                                                   "fixed-harness)")
         base_model = serializers.UUIDField(help_text="the registry model the job starts from")
         config = StageConfigField(required=False, default=dict)
+        evaluate = serializers.JSONField(
+            required=False, default=list,
+            help_text="evaluations of the job's last model, queued when it succeeds: [{\"eval_set\": NAME, "
+                      "\"harness\": \"SLUG@LABEL\" (not for T4), \"max_cases\": N, \"k\": K}]")
 
         class Meta:
             ref_name = "TrainingJobCreateInput"
@@ -344,7 +348,8 @@ class TrainingJobListCreateApi(ApiView):
         serializer.is_valid(raise_exception=True)
         d = serializer.validated_data
         job = services.training_job_start(user=request.user, kind=d["kind"], config=d["config"],
-                                          dataset_id=d["dataset"], base_model_id=d["base_model"], name=d["name"])
+                                          dataset_id=d["dataset"], base_model_id=d["base_model"], name=d["name"],
+                                          evaluate=d["evaluate"])
         return Response(TrainingJobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 

@@ -358,3 +358,103 @@ def eval_run_execute(*, run_id, task_id: str | None = None, backend_factory: Cal
     return job_run(EvalRun, run.pk, lambda job: _play(run, _RunReporter(job), backend_factory=backend_factory,
                                                   on_sample=on_sample),
                    task_id=task_id, stage="starting")
+
+
+# --- evaluation at the end of a training job -------------------------------------------------------------------
+
+MAX_AUTO_EVALUATIONS = 8
+
+
+def _resolve_harness(spec: str):
+    """``SLUG@N`` or ``SLUG@LABEL`` → the harness version (None when it does not resolve)."""
+    from harness_editor.models import HarnessVersion, Label
+
+    slug, sep, ref = str(spec).rpartition("@")
+    if not sep or not slug or not ref:
+        return None
+    if ref.isdigit():
+        return HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(ref)).first()
+    label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=ref).first()
+    return label.version if label is not None else None
+
+
+def _set_version_of(name: str) -> EvalSetVersion | None:
+    from training_jobs.eval_models import EvalSet
+
+    eval_set = EvalSet.objects.select_related("pinned").filter(name=name).first()
+    if eval_set is None:
+        return None
+    return eval_set.pinned or eval_set.versions.order_by("-number").first()
+
+
+def validate_auto_evaluations(specs: Any, *, path: str = "evaluate") -> list[dict[str, Any]]:
+    """The evaluations a training job runs on the model it registers last, as stored on the job: a list of
+    ``{"eval_set": NAME, "harness": "SLUG@LABEL"|"SLUG@N" (not for T4), "max_cases": N, "k": K}``. The harness
+    label is resolved when the job ends (``production`` then, not now). ValidationFailed with located errors."""
+    if specs in (None, "", []):
+        return []
+    if not isinstance(specs, list):
+        raise ValidationFailed("evaluate must be a list", errors=[{"path": path, "message": "a list of "
+                                                                   "{eval_set, harness, max_cases, k}"}])
+    errors: list[dict[str, str]] = []
+    if len(specs) > MAX_AUTO_EVALUATIONS:
+        errors.append({"path": path, "message": f"at most {MAX_AUTO_EVALUATIONS} evaluations"})
+    out = []
+    for i, spec in enumerate(specs[:MAX_AUTO_EVALUATIONS]):
+        at = f"{path}.{i}"
+        if not isinstance(spec, Mapping):
+            errors.append({"path": at, "message": "an object {eval_set, harness, max_cases, k}"})
+            continue
+        unknown = sorted(set(spec) - {"eval_set", "harness", "max_cases", "k"})
+        errors += [{"path": f"{at}.{key}", "message": "unknown field"} for key in unknown]
+        name = spec.get("eval_set")
+        version = _set_version_of(name) if isinstance(name, str) else None
+        if version is None:
+            errors.append({"path": f"{at}.eval_set", "message": "the name of an eval set with a version"})
+            continue
+        harness = spec.get("harness")
+        if version.eval_set.kind == "t4":
+            if harness not in (None, ""):
+                errors.append({"path": f"{at}.harness", "message": "an IFEval (T4) run uses no harness"})
+            harness = None
+        elif not isinstance(harness, str) or _resolve_harness(harness) is None:
+            errors.append({"path": f"{at}.harness", "message": "SLUG@LABEL or SLUG@N of an existing harness version"})
+        max_cases = _bounded_int(spec.get("max_cases"), f"{at}.max_cases", 1, version.case_count or 1, errors)
+        k = _bounded_int(spec.get("k", 1), f"{at}.k", 1, MAX_K, errors) or 1
+        out.append({"eval_set": name, "harness": harness, "max_cases": max_cases, "k": k})
+    if errors:
+        raise ValidationFailed("the evaluations to run after training are not valid", errors=errors)
+    return out
+
+
+def eval_runs_after_training(*, job, model, log: Callable[[str], None]) -> list[EvalRun]:
+    """Queue the job's evaluations of ``model`` (on the worker, when the job succeeded): the model is served on
+    this host (training_jobs.services.serving.model_serve_run: its endpoint stays, as if served from the
+    console) and each evaluation is queued on the gpu queue as its owner, where it runs after this job. A problem
+    is logged, never fails the training job."""
+    from training_jobs.services.serving import model_serve_run
+
+    if not job.evaluate:
+        return []
+    try:
+        model = model_serve_run(model_id=model.pk)
+    except Exception as exc:
+        log(f"evaluation after training not queued: serving {model.name} failed: {type(exc).__name__}: {exc}")
+        return []
+    runs = []
+    for spec in job.evaluate:
+        version = _set_version_of(spec["eval_set"])
+        harness = _resolve_harness(spec["harness"]) if spec.get("harness") else None
+        try:
+            if version is None:
+                raise ValidationFailed(f"eval set {spec['eval_set']!r} is gone", errors=[])
+            run = eval_run_start(user=job.created_by, eval_set_version=version, endpoint=model.endpoint,
+                                 harness_version=harness, model=model, k=spec.get("k") or 1,
+                                 max_cases=spec.get("max_cases"), name=f"{job.name} · {spec['eval_set']}"[:120])
+        except Exception as exc:
+            detail = "; ".join(f"{e['path']}: {e['message']}" for e in getattr(exc, "errors", []) or [])
+            log(f"evaluation on {spec['eval_set']} not queued: {exc}{' (' + detail + ')' if detail else ''}")
+            continue
+        log(f"evaluation queued: {run.name} ({run.progress_total} samples on {model.endpoint.name})")
+        runs.append(run)
+    return runs

@@ -181,6 +181,9 @@ class TrainingJob(Job):
     log_tail = models.TextField(blank=True, help_text="the last lines of the job's log")
     output_dir = models.CharField(max_length=500, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="the stage result: steps, metrics, directories")
+    evaluate = models.JSONField(default=list, blank=True,
+                                help_text="evaluations of the last model when the job succeeds: [{eval_set, harness, "
+                                          "max_cases, k}] (training_jobs.eval_run_services.validate_auto_evaluations)")
 
     class Meta:
         ordering = ["-created_at"]

@@ -149,17 +149,32 @@ def _context_errors(config: Any, base: TrainedModel) -> list[dict[str, str]]:
 
 
 def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any = None, base_model_id: Any = None,
-                       name: str = "") -> TrainingJob:
-    """Queue a training job on the gpu queue (on commit). Raises NotAllowed for roles that may not train and
-    ValidationFailed (located errors) for a bad request; saves nothing then."""
+                       name: str = "", evaluate: Any = None) -> TrainingJob:
+    """Queue a training job on the gpu queue (on commit). ``evaluate``: evaluations of the last model it registers,
+    queued when it succeeds (training_jobs.eval_run_services.validate_auto_evaluations). Raises NotAllowed for roles
+    that may not train and ValidationFailed (located errors) for a bad request; saves nothing then."""
+    from training_jobs.eval_run_services import validate_auto_evaluations
+
     require(user, roles.RUN_TRAINING, "launch training jobs")
-    parsed, dataset, base = validate_training(kind=kind, config=config, dataset_id=dataset_id,
-                                              base_model_id=base_model_id)
+    if evaluate:
+        require(user, roles.RUN_EVAL, "evaluate models")
+    errors: list[dict[str, Any]] = []
+    try:
+        parsed, dataset, base = validate_training(kind=kind, config=config, dataset_id=dataset_id,
+                                                  base_model_id=base_model_id)
+    except ValidationFailed as exc:
+        errors += exc.errors
+    try:
+        evaluations = validate_auto_evaluations(evaluate)
+    except ValidationFailed as exc:
+        errors += exc.errors
+    if errors:
+        raise ValidationFailed("the training job is not valid", errors=errors)
     label = TrainingJob.Kind(kind).label
     name = (name or "").strip()[:120] or f"{label} on {dataset.name if dataset else base.name}"[:120]
     with transaction.atomic():
         job = TrainingJob.objects.create(name=name, kind=kind, config=parsed.model_dump(mode="json"),
-                                         dataset=dataset, base_model=base, created_by=user,
+                                         dataset=dataset, base_model=base, created_by=user, evaluate=evaluations,
                                          progress_total=sum(c.max_steps for _, c in _stages(kind, parsed)))
         job.output_dir = str(runs_dir() / str(job.pk))
         job.save(update_fields=["output_dir"])
@@ -278,7 +293,14 @@ def _train(job: TrainingJob) -> dict[str, Any]:
         reporter.flush(force=True)
     if stopped:
         raise JobCancelled(result={"stages": results})
-    return {"result": {"stages": results, "model": str(model.pk)}, "progress_done": job.progress_total}
+    result: dict[str, Any] = {"stages": results, "model": str(model.pk)}
+    if job.evaluate:
+        from training_jobs.eval_run_services import eval_runs_after_training
+
+        runs = eval_runs_after_training(job=job, model=model, log=reporter.log)
+        reporter.flush(force=True)
+        result["eval_runs"] = [str(r.pk) for r in runs]
+    return {"result": result, "progress_done": job.progress_total}
 
 
 def _run_stages(job: TrainingJob, reporter: JobReporter) -> tuple[bool, list[dict[str, Any]], TrainedModel]:
