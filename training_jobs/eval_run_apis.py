@@ -76,6 +76,7 @@ class EvalRunOutputSerializer(serializers.Serializer):
     seed = serializers.IntegerField()
     max_cases = serializers.IntegerField(allow_null=True)
     deadline_s = serializers.FloatField(allow_null=True)
+    judges = serializers.ListField(child=serializers.CharField(), help_text="judge model endpoints, by name")
     status = EvalRunStatusField()
     stage = serializers.CharField()
     progress_done = serializers.IntegerField(help_text="samples judged")
@@ -229,6 +230,9 @@ class EvalRunListCreateApi(ApiView):
                                             help_text="seconds per turn, up to 600 (default: the harness's own)")
         sampling = SamplingField(required=False, default=dict)
         name = serializers.CharField(required=False, allow_blank=True, default="", max_length=120)
+        judges = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list,
+                                       max_length=20, help_text="names of model endpoints that also judge each reply "
+                                                                "(T1–T3, at most 5); the rules stay the score of record")
 
         class Meta:
             ref_name = "EvalRunCreateInput"
@@ -277,7 +281,7 @@ class EvalRunListCreateApi(ApiView):
             run = services.eval_run_start(user=request.user, eval_set_version=version, endpoint=endpoint,
                                           harness_version=harness_version, model=model, sampling=d["sampling"],
                                           k=d["k"], seed=d["seed"], max_cases=d["max_cases"],
-                                          deadline_s=d["deadline_s"], name=d["name"])
+                                          deadline_s=d["deadline_s"], name=d["name"], judges=d["judges"])
         except OutboundRefused as exc:
             raise _bad("endpoint", str(exc)) from None
         return Response(EvalRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -7,6 +7,7 @@ picked from lists: nobody types an id, a URL or a key); the service owns every r
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -61,6 +62,10 @@ class EvalRunForm(forms.Form):
                                  help_text="a model server an administrator registered")
     model = forms.ChoiceField(required=False, label="… or a registered model",
                               help_text="a model of the registry served on a local server (its endpoint is used)")
+    judges = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="Judge models",
+                                       help_text="optional: endpoints that also judge each reply (T1–T3); the rules "
+                                                 "stay the score of record, the judges' vote and disagreements are "
+                                                 "shown beside it")
     name = forms.CharField(required=False, max_length=120,
                            help_text="default: '<set> v<n> · <harness> · <endpoint>'")
     k = forms.IntegerField(initial=1, label="k samples per case", help_text=f"1 to {MAX_K}; pass^k needs all k solved")
@@ -75,7 +80,7 @@ class EvalRunForm(forms.Form):
     # a located error's path (its first part) → its box
     FIELD_OF = {"eval_set_version": "eval_set_version", "harness_version": "harness_version", "endpoint": "endpoint",
                 "model": "model", "k": "k", "seed": "seed", "max_cases": "max_cases", "deadline_s": "deadline_s",
-                "name": "name", "sampling.temperature": "temperature", "sampling.top_p": "top_p",
+                "name": "name", "judges": "judges", "sampling.temperature": "temperature", "sampling.top_p": "top_p",
                 "sampling.max_tokens": "max_tokens"}
 
     def __init__(self, *args: Any, query: dict[str, str] | None = None, **kwargs: Any) -> None:
@@ -95,6 +100,7 @@ class EvalRunForm(forms.Form):
         self.endpoints = {e.name: e for e in ModelEndpoint.objects.order_by("-is_default", "name")}
         self.fields["endpoint"].choices = [("", "—")] + [
             (name, f"{name} · {e.model}{' · default' if e.is_default else ''}") for name, e in self.endpoints.items()]
+        self.fields["judges"].choices = [(name, f"{name} · {e.model}") for name, e in self.endpoints.items()]
         self.models = {str(m.pk): m for m in TrainedModel.objects.select_related("endpoint").order_by("-created_at")}
         self.fields["model"].choices = [("", "—")] + [
             (pk, f"{m.name} · {m.get_kind_display()}" + (f" · served at {m.endpoint.name}" if m.endpoint_id
@@ -123,7 +129,8 @@ class EvalRunForm(forms.Form):
         return {"eval_set_version": self.set_versions[d["eval_set_version"]],
                 "harness_version": self.harness_versions.get(d.get("harness_version") or ""),
                 "endpoint": endpoint, "model": model, "sampling": sampling, "k": d["k"], "seed": d["seed"],
-                "max_cases": d.get("max_cases"), "deadline_s": d.get("deadline_s"), "name": d.get("name") or ""}
+                "max_cases": d.get("max_cases"), "deadline_s": d.get("deadline_s"), "name": d.get("name") or "",
+                "judges": list(d.get("judges") or [])}
 
     def clean(self):
         data = super().clean()
@@ -139,9 +146,11 @@ class EvalRunForm(forms.Form):
         """Each ``{"path", "message"}`` onto its box; returns those that belong to none (listed on the page)."""
         rest = []
         for e in errors:
-            field = self.FIELD_OF.get(e.get("path", ""))
+            path = e.get("path", "")
+            field = self.FIELD_OF.get(path) or self.FIELD_OF.get(re.split(r"[.\[]", path, maxsplit=1)[0])
             if field and field in self.fields:
-                self.add_error(field, e["message"])
+                self.add_error(field, e["message"] if path == field or path.startswith("sampling.")
+                               else f"{path}: {e['message']}")
             else:
                 rest.append(e)
         return rest

@@ -137,6 +137,21 @@ def _category_chart(ifeval: dict[str, Any] | None) -> dict[str, Any] | None:
     return charts.bar_chart(groups, width=max(480, 70 * len(groups)), height=220)
 
 
+def _judge_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each judge's (and the vote's) agreement with the rules: accuracy and effectiveness (unweighted)."""
+    judges = summary.get("judges") or {}
+    with_rules = judges.get("with_rules") or {}
+    rows = []
+    for name in [*(judges.get("judges") or []), "vote"]:  # the run's order (JSONB keeps no key order)
+        block = with_rules.get(name)
+        if block is None:
+            continue
+        eff = block.get("effectiveness") or {}
+        rows.append({"name": name, "vote": name == "vote", "accuracy": block.get("accuracy") or {},
+                     "effectiveness": eff.get("unweighted") or {}, "abstained": block.get("abstained", 0)})
+    return rows
+
+
 def _case_table(request: HttpRequest, run: EvalRun) -> dict[str, Any]:
     rules = selectors.rule_choices(run)
     form = CaseFilterForm(request.GET or None, rules=rules, tags=selectors.tag_choices(run))
@@ -161,6 +176,8 @@ def _run_page(request: HttpRequest, run: EvalRun, *, error: Exception | None = N
         "so_far": selectors.scores_so_far(run) if active else None, "cards": cards,
         "score_chart": _score_chart(cards), "latency": summary.get("latency") or {},
         "problems": selectors.problem_rules(summary), "ifeval": ifeval, "category_chart": _category_chart(ifeval),
+        "judge_rows": _judge_rows(summary), "judges_summary": summary.get("judges") or {},
+        "can_label": request.user.has_perm(roles.LABEL_EVAL) and run.kind != "t4",
         "sampling_json": json.dumps(run.sampling or {}, sort_keys=True),
         "can_run": request.user.has_perm(roles.RUN_EVAL),
         "can_manage": request.user.has_perm(roles.RUN_EVAL) and may_manage(request.user, run.created_by),

@@ -145,3 +145,22 @@ def lineage_models(ml_staff):
     rl = TrainedModel.objects.create(name="tiny-rl", kind="rl", path="/tmp/models/rl", parent=distill)
     baseline = TrainedModel.objects.create(name="tiny-fixed", kind="baseline_sft", path="/tmp/models/f", parent=base)
     return {"base": base, "sft": sft, "distill": distill, "rl": rl, "baseline": baseline}
+
+
+def judged(verdict: str):
+    """A good sample, then the judge's verdict (the judge is the same scripted endpoint, asked after the rules)."""
+    def script(ep) -> None:
+        price_script(ep)
+        ep.add(reply(verdict))
+    return script
+
+
+@pytest.fixture
+def judged_run(ml_staff, t1_set, v1, scripted_model, scripted_endpoint):
+    """Every case solved by the rules; the judge ("scripted") agrees on t1-000 and t1-002, not on t1-001."""
+    agree = judged('{"accuracy": 1, "effectiveness": 1, "reason": "backed by the lookup"}')
+    differ = judged('{"accuracy": 0, "effectiveness": 0.5, "reason": "the price looks invented"}')
+    run = play(start(ml_staff, t1_set, scripted_model, v1, name="judged", judges=["scripted"]), scripted_endpoint,
+               [agree, differ, agree])
+    assert run.status == EvalRun.Status.SUCCEEDED, run.error
+    return run

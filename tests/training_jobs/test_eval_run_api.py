@@ -77,14 +77,15 @@ def test_start_resolves_names_and_queues(ml_staff, t1_set, v1, scripted_model, s
     with django_capture_on_commit_callbacks(execute=True):
         response = api(ml_staff).post("/api/eval-runs/", {
             "eval_set": "t1-mini", "harness_version": "glow-gadget@production", "endpoint": "scripted", "k": 2,
-            "seed": 3, "max_cases": 2, "sampling": {"temperature": 0.2}, "deadline_s": 20, "name": "api run"},
+            "seed": 3, "max_cases": 2, "sampling": {"temperature": 0.2}, "deadline_s": 20, "name": "api run",
+            "judges": ["scripted"]},
             format="json")
     assert response.status_code == 201, response.json()
     data = response.json()
     assert (data["eval_set"], data["set_version"], data["harness"], data["harness_version"]) == ("t1-mini", 1,
                                                                                                "glow-gadget", 1)
     assert (data["k"], data["seed"], data["progress_total"], data["status"]) == (2, 3, 4, "queued")
-    assert data["sampling"] == {"temperature": 0.2} and data["summary"] == {}
+    assert data["sampling"] == {"temperature": 0.2} and data["summary"] == {} and data["judges"] == ["scripted"]
     assert sent and sent[0]["queue"] == "gpu" and EvalRun.objects.get().name == "api run"
 
 
@@ -103,6 +104,10 @@ def test_start_resolves_names_and_queues(ml_staff, t1_set, v1, scripted_model, s
     ({"eval_set": "t1-mini", "harness_version": "glow-gadget@1", "endpoint": "scripted", "k": "many"}, {"k"}),
     ({"eval_set": "t1-mini", "harness_version": "glow-gadget@1", "endpoint": "scripted", "set_version": 2 ** 40},
      {"set_version"}),
+    ({"eval_set": "t1-mini", "harness_version": "glow-gadget@1", "endpoint": "scripted",
+      "judges": ["scripted", "nope", "scripted"]}, {"judges[1]", "judges[2]"}),
+    ({"eval_set": "t1-mini", "harness_version": "glow-gadget@1", "endpoint": "scripted", "judges": "scripted"},
+     {"judges"}),
 ])
 def test_start_errors_are_located_and_nothing_is_saved(ml_staff, t1_set, v1, scripted_model, sent, body, paths):
     response = api(ml_staff).post("/api/eval-runs/", body, format="json")

@@ -18,8 +18,8 @@ import uuid
 import pytest
 
 from tests.training_jobs.eval_run_fixtures import (  # noqa: F401  (fixtures)
-    BAD, bad_run, good, good_run, import_set, lineage_models, play, queued_run, scripted_endpoint, scripted_model,
-    start, t1_set, t3_run_with, t3_set, t4_run, t4_set, v1)
+    BAD, bad_run, good, good_run, import_set, judged_run, lineage_models, play, queued_run, scripted_endpoint,
+    scripted_model, start, t1_set, t3_run_with, t3_set, t4_run, t4_set, v1)
 from tests.training_jobs.eval_helpers import t1_case
 from training_jobs import eval_run_services as S
 from training_jobs import tasks
@@ -73,7 +73,20 @@ def test_outsider_and_anonymous_are_refused_everywhere(client, outsider, good_ru
         assert client.post(url).status_code == 403
 
 
-def test_unknown_runs_and_cases_are_404(client, reviewer, good_run):
+@pytest.mark.parametrize("role", ["manager", "reviewer", "operator", "outsider"])
+def test_roles_without_run_eval_may_not_cancel_or_resume(request, client, role, queued_run):
+    client.force_login(request.getfixturevalue(role))
+    for action in ("cancel", "resume"):
+        assert client.post(f"/evals/runs/{queued_run.pk}/{action}/").status_code == 403
+    queued_run.refresh_from_db()
+    assert queued_run.status == EvalRun.Status.QUEUED
+
+
+def test_unknown_runs_and_cases_are_404(client, reviewer, ml_staff, good_run):
+    client.force_login(ml_staff)
+    for action in ("cancel", "resume"):
+        assert client.post(f"/evals/runs/{uuid.uuid4()}/{action}/").status_code == 404
+        assert client.get(f"/evals/runs/{good_run.pk}/{action}/").status_code == 405
     client.force_login(reviewer)
     missing = uuid.uuid4()
     assert client.get(f"/evals/runs/{missing}/").status_code == 404
@@ -413,3 +426,34 @@ def test_model_page_shows_its_latest_scores_per_set(client, manager, ml_staff, t
     client.force_login(ml_staff)
     html = client.get(f"/models/{lineage_models['base'].pk}/").content.decode()
     assert 'data-testid="no-eval-scores"' in html and 'data-testid="evaluate"' in html
+
+
+# --- judge models ------------------------------------------------------------------------------------------------
+
+
+def test_launch_with_judge_models(client, ml_staff, t1_set, t4_set, v1, scripted_model, sent):
+    client.force_login(ml_staff)
+    base = {"harness_version": "glow-gadget@1", "endpoint": "scripted", "k": 1, "seed": 0}
+    response = client.post("/evals/runs/new/", {**base, "eval_set_version": "t4-mini@1", "harness_version": "",
+                                                "judges": ["scripted"]})
+    assert response.status_code == 400 and 'data-testid="error-judges"' in response.content.decode()
+    response = client.post("/evals/runs/new/", {**base, "eval_set_version": "t1-mini@1", "judges": ["nope"]})
+    assert response.status_code == 400 and 'data-testid="error-judges"' in response.content.decode()  # not a choice
+    assert not EvalRun.objects.exists()
+    response = client.post("/evals/runs/new/", {**base, "eval_set_version": "t1-mini@1", "judges": ["scripted"]})
+    assert response.status_code == 302 and EvalRun.objects.get().judges == ["scripted"]
+
+
+def test_judges_beside_the_rules_on_the_run_and_case_pages(client, reviewer, judged_run):
+    client.force_login(reviewer)
+    html = client.get(f"/evals/runs/{judged_run.pk}/").content.decode()
+    assert 'data-testid="judges"' in html
+    rows = re.findall(r'data-testid="judge-row" data-judge="([^"]+)"', html)
+    assert rows == ["scripted", "vote"]
+    assert "66.7" in html  # the judge agrees with the rules' accuracy on two samples of three
+    assert 'data-testid="agreement-link"' in html and 'data-testid="label-link"' in html  # reviewers label
+    html = client.get(f"/evals/runs/{judged_run.pk}/cases/t1-001/").content.decode()
+    assert 'data-testid="sample-judges"' in html and "the price looks invented" in html
+    assert html.count("≠ rules") == 2  # accuracy 0 against 1, effectiveness 0.5 against 1
+    html = client.get(f"/evals/runs/{judged_run.pk}/cases/t1-000/").content.decode()
+    assert "backed by the lookup" in html and "≠ rules" not in html
