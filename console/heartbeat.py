@@ -2,9 +2,10 @@
 
 A worker that is killed (OOM, a deploy, a crashed host) cannot say that it stopped, so a running job records
 that it is alive instead: :class:`Heartbeat` touches one timestamp column of the job's row from a daemon thread
-every ``HEARTBEAT_EVERY_S`` while the job runs in this process. The thread dies with the process; a sweep (a
-periodic task, see ``CELERY_BEAT_SCHEDULE``) then finds rows whose heartbeat is older than
-``HEARTBEAT_STALE_S`` and marks them failed with that cause. A thread, not the job's progress callback: a job
+every ``HEARTBEAT_EVERY_S`` while the job runs in this process. The thread dies with the process; the one sweep of
+every job kind (:func:`console.jobs.jobs_sweep_stalled`, a periodic task in ``CELERY_BEAT_SCHEDULE``) then finds rows
+whose heartbeat is older than ``HEARTBEAT_STALE_S`` and marks them failed with that cause. (A scenario run beats
+from its clock's ticks instead: it has no long task.) A thread, not the job's progress callback: a job
 can be busy for a long time between progress reports (collecting samples, saving a checkpoint).
 """
 

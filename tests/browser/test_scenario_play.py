@@ -82,3 +82,46 @@ def test_play_advances_the_clock_and_turns_arrive(asgi_page, asgi_server, harnes
         assert re.search(r"scenario_finished", page.content())
     finally:
         ep.close()
+
+
+def test_a_run_is_cancelled_from_its_page(asgi_page, asgi_server, harness_with_history, manager,
+                                          celery_worker_process):
+    """A scenario run is a job: its page shows its status and, to its owner, a Cancel button; the clock's next tick
+    ends it cancelled (the one cancel of every job kind) and the page stops refreshing."""
+    from console.models import AuditEvent
+    from tests.console.test_redis_outage import long_scenario_yaml
+    from tests.streams.scripted_endpoint import reply
+
+    page = asgi_page
+    ep = ScriptedEndpoint()
+    try:
+        ep.add(*[reply(f"Link 101 is $24.90 ({i}).") for i in range(300)])
+        for s in ep.queue:
+            s.hang_s = 0.3  # turns take a moment: the run is still playing when it is cancelled
+        ModelEndpoint.objects.create(name="scripted", base_url=ep.base_url, model="scripted", kind="vllm",
+                                     timeout_s=10, connect_timeout_s=1)
+        scenario = services.scenario_import(yaml_text=long_scenario_yaml(), user=manager)
+        room_id = str(services.scenario_run_start(user=manager, version=harness_with_history["v1"], scenario=scenario,
+                                                  endpoint=ModelEndpoint.objects.get(name="scripted")).pk)
+        _login(page, manager, asgi_server)
+        page.goto(f"/preview/{room_id}/transcript/")
+        status = page.get_by_test_id("run-status")
+        expect(status).to_have_text(re.compile("queued|running"))
+        deadline = time.monotonic() + 60
+        while PreviewRoom.objects.get(pk=room_id).events.filter(type="reply").count() < 2:
+            assert time.monotonic() < deadline, "the run did not play"
+            time.sleep(0.2)
+        page.reload()
+        expect(status).to_have_text("running")
+        _shot(page, "run-01-running")
+        page.click("[data-testid=run-cancel]")
+        expect(status).to_have_text(re.compile("cancelling|cancelled"))
+        expect(status).to_have_text("cancelled", timeout=30_000)  # the page refreshes while the run is active
+        expect(page.get_by_test_id("run-cancel")).to_have_count(0)
+        _shot(page, "run-02-cancelled")
+        room = PreviewRoom.objects.select_related("job").get(pk=room_id)
+        assert (room.status, room.playing, room.job.status) == ("closed", False, "cancelled")
+        assert AuditEvent.objects.filter(scope=f"scenario_run:{room_id}", action="scenario_run.cancel",
+                                         actor=manager).exists()
+    finally:
+        ep.close()
