@@ -19,9 +19,10 @@ from typing import Any
 from django.db import transaction
 
 from console import roles
-from console.errors import NotAllowed, ValidationFailed
+from console.errors import ValidationFailed
 from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
 from console.services import audit_record
+from training_jobs.services.access import require, require_manager
 from training_jobs.eval_models import EvalSetVersion
 from training_jobs.eval_run_models import EvalResult, EvalRun
 
@@ -31,16 +32,6 @@ MAX_K = 16
 MAX_TOKENS_LIMIT = 4096
 SAMPLING_KEYS = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "max_tokens": (1, MAX_TOKENS_LIMIT)}
 EVENTS_KEPT_PER_SAMPLE = 400  # a runaway turn's token events are thinned to this many (drill-down stays usable)
-
-
-def _require(user, perm: str, what: str) -> None:
-    if not user.has_perm(perm):
-        raise NotAllowed(f"your role does not allow you to {what}")
-
-
-def _require_manager(user, run: EvalRun, what: str) -> None:
-    if run.created_by_id != user.pk and not user.has_perm(roles.MANAGE_ANY_TRAINING):
-        raise NotAllowed(f"only {run.created_by.get_username()}, who started it, or an ML lead may {what}")
 
 
 def validate_sampling(sampling: Any) -> dict[str, Any]:
@@ -83,7 +74,7 @@ def eval_run_start(*, user, eval_set_version: EvalSetVersion, endpoint, harness_
     (IFEval) takes none. ``judges``: names of model endpoints that also judge each sample (training_jobs.eval_judges;
     the rules stay the score of record). Raises NotAllowed for roles that may not evaluate, ValidationFailed (located errors)
     for a bad request (nothing saved), OutboundRefused when the endpoint may not be used."""
-    _require(user, roles.RUN_EVAL, "launch evaluation runs")
+    require(user, roles.RUN_EVAL, "launch evaluation runs")
     errors: list[dict[str, str]] = []
     kind = eval_set_version.eval_set.kind
     if kind == "t4":
@@ -135,15 +126,15 @@ def eval_run_start(*, user, eval_set_version: EvalSetVersion, endpoint, harness_
 def eval_run_cancel(*, user, run: EvalRun) -> EvalRun:
     """The one cancel (console.jobs): queued → cancelled now; running → cancelling, stops after its current
     sample. Resumable."""
-    _require(user, roles.RUN_EVAL, "cancel evaluation runs")
-    _require_manager(user, run, "cancel this run")
+    require(user, roles.RUN_EVAL, "cancel evaluation runs")
+    require_manager(user, run.created_by, "cancel this run")
     return job_cancel(run, user=user)
 
 
 def eval_run_resume(*, user, run: EvalRun) -> EvalRun:
     """Queue a cancelled or failed run again: it plays only the samples not stored yet."""
-    _require(user, roles.RUN_EVAL, "resume evaluation runs")
-    _require_manager(user, run, "resume this run")
+    require(user, roles.RUN_EVAL, "resume evaluation runs")
+    require_manager(user, run.created_by, "resume this run")
     return job_resume(run, user=user)
 
 

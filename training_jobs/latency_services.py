@@ -18,9 +18,10 @@ from typing import Any
 from django.db import transaction
 
 from console import roles
-from console.errors import NotAllowed, ValidationFailed
+from console.errors import ValidationFailed
 from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
 from console.services import audit_record
+from training_jobs.services.access import require, require_manager
 from training_jobs.eval_models import EvalSetVersion
 from training_jobs.evals.replay import MAX_CONCURRENCY, MAX_LEVELS
 from training_jobs.latency_models import LatencyReplay
@@ -28,16 +29,6 @@ from training_jobs.latency_models import LatencyReplay
 logger = logging.getLogger(__name__)
 
 MAX_TURNS_PER_LEVEL = 2000
-
-
-def _require(user, perm: str, what: str) -> None:
-    if not user.has_perm(perm):
-        raise NotAllowed(f"your role does not allow you to {what}")
-
-
-def _require_manager(user, replay: LatencyReplay, what: str) -> None:
-    if replay.created_by_id != user.pk and not user.has_perm(roles.MANAGE_ANY_TRAINING):
-        raise NotAllowed(f"only {replay.created_by.get_username()}, who started it, or an ML lead may {what}")
 
 
 def parse_concurrency(value: Any, *, path: str = "concurrency") -> list[int]:
@@ -88,7 +79,7 @@ def latency_replay_start(*, user, eval_set_version: EvalSetVersion, harness_vers
     from streams.engine.outbound import OutboundRefused
     from training_jobs.eval_run_services import validate_sampling
 
-    _require(user, roles.RUN_EVAL, "launch latency replays")
+    require(user, roles.RUN_EVAL, "launch latency replays")
     errors: list[dict[str, str]] = []
     if eval_set_version.eval_set.kind == "t4":
         errors.append({"path": "eval_set_version", "message": "IFEval (T4) prompts are not agent turns: pick a "
@@ -139,15 +130,15 @@ def latency_replay_start(*, user, eval_set_version: EvalSetVersion, harness_vers
 
 def latency_replay_cancel(*, user, replay: LatencyReplay) -> LatencyReplay:
     """The one cancel (console.jobs): queued → cancelled now; running → cancelling, stops between turns."""
-    _require(user, roles.RUN_EVAL, "cancel latency replays")
-    _require_manager(user, replay, "cancel this replay")
+    require(user, roles.RUN_EVAL, "cancel latency replays")
+    require_manager(user, replay.created_by, "cancel this replay")
     return job_cancel(replay, user=user)
 
 
 def latency_replay_resume(*, user, replay: LatencyReplay) -> LatencyReplay:
     """Queue a cancelled or failed replay again: it plays the levels it did not finish."""
-    _require(user, roles.RUN_EVAL, "resume latency replays")
-    _require_manager(user, replay, "resume this replay")
+    require(user, roles.RUN_EVAL, "resume latency replays")
+    require_manager(user, replay.created_by, "resume this replay")
     return job_resume(replay, user=user)
 
 
