@@ -221,6 +221,7 @@ def test_not_found(client, reviewer, good_run, bad_run):
     assert client.get(f"/evals/runs/{missing}/labels/").status_code == 404
     assert client.get(f"/evals/runs/{good_run.pk}/labels/{other.pk}/").status_code == 404  # another run's sample
     assert client.get(f"/evals/runs/{good_run.pk}/labels/999999/").status_code == 404
+    assert client.get(f"/evals/runs/{good_run.pk}/labels/{10**30}/").status_code == 404  # past bigint
     assert client.get(f"/evals/runs/{missing}/agreement/").status_code == 404
     assert client.get("/evals/runs/agreement/no-such-set/").status_code == 404
     assert client.get(f"/evals/runs/{good_run.pk}/labels/?n=0").status_code == 400
