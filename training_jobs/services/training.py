@@ -169,7 +169,7 @@ def training_job_start(*, user, kind: str, config: Any = None, dataset_id: Any =
     except ValidationFailed as exc:
         errors += exc.errors
     if errors:
-        raise ValidationFailed("the training job is not valid", errors=errors)
+        raise ValidationFailed("the training request is invalid", errors=errors)
     label = TrainingJob.Kind(kind).label
     name = (name or "").strip()[:120] or f"{label} on {dataset.name if dataset else base.name}"[:120]
     with transaction.atomic():
