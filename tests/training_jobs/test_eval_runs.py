@@ -15,7 +15,7 @@ from console.jobs import Job
 from harness_editor import services as harness_services
 from streams.models import ModelEndpoint
 from tests.streams.preview_helpers import GOOD, price_script, scripted_model  # noqa: F401  (fixtures)
-from tests.streams.scripted_endpoint import reply, scripted_endpoint  # noqa: F401  (fixture)
+from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply, scripted_endpoint  # noqa: F401
 from tests.training_jobs.eval_helpers import t1_case, t4_case
 from training_jobs import eval_run_services as S
 from training_jobs.eval_run_models import EvalResult, EvalRun
@@ -204,3 +204,59 @@ def test_cli_runs_and_prints_json(ml_staff, t1_set, v1, scripted_model, scripted
     with pytest.raises(CommandError, match="harness_version"):
         call_command("run_eval", "t1-mini", "--endpoint", "scripted", "--user", ml_staff.username,
                      stdout=io.StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_worker_fails_the_run_and_resume_plays_only_what_is_missing(ml_staff, harness_with_history,
+                                                                             scripted_model, scripted_endpoint,
+                                                                             settings):
+    """A worker killed mid-run (SIGKILL: no goodbye) is found by the one sweep; the run ends failed (WorkerLost)
+    and resumable, and the resumed run plays only the samples that were not stored."""
+    import os
+    import signal
+    import time
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.jobs import jobs_sweep_stalled
+    from tests.conftest import start_worker, stop_worker
+    from tests.streams.scripted_endpoint import Scripted
+    from training_jobs import tasks
+
+    version = _import(ml_staff, "t1-kill", "t1", [t1_case(i) for i in range(6)])
+    for _ in range(6):  # every response of every turn takes a while: the worker is killed mid-run
+        for s in (hermes_calls(("load_skill", {"skill_id": "price_stock_qa"})),
+                  native_calls(("lookup_product", {"link_id": 101})), reply(GOOD)):
+            scripted_endpoint.add(Scripted(chunks=s.chunks, hang_s=0.4))
+    run = S.eval_run_start(user=ml_staff, eval_set_version=version, endpoint=scripted_model,
+                           harness_version=harness_with_history["v1"], enqueue=False)
+    proc, log = start_worker("eval-kill-test", log_name="eval-kill-worker.log",
+                             env_extra={"HAT_HEARTBEAT_EVERY_S": "0.3"})
+    try:
+        tasks.eval_run.apply_async(args=(str(run.pk),), queue="eval-kill-test")
+        deadline = time.monotonic() + 120
+        while EvalResult.objects.filter(run_id=run.pk).count() < 2:
+            assert time.monotonic() < deadline, EvalRun.objects.get(pk=run.pk).status
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        stop_worker(proc, log)
+    stored = EvalResult.objects.filter(run_id=run.pk).count()
+    last = EvalRun.objects.get(pk=run.pk).heartbeat_at
+    settings.HEARTBEAT_STALE_S = 2.0
+    while timezone.now() < last + timedelta(seconds=2.2):
+        time.sleep(0.1)
+    assert str(run.pk) in jobs_sweep_stalled()
+    run = EvalRun.objects.get(pk=run.pk)
+    assert run.status == Job.Status.FAILED and "WorkerLost" in run.error and run.can_resume
+    # resume (queued again) and play here: only the missing samples go to the endpoint
+    EvalRun.objects.filter(pk=run.pk).update(status=Job.Status.QUEUED, error="")
+    scripted_endpoint.queue.clear()
+    _scripted_answers(scripted_endpoint, 6 - stored)
+    before = len(scripted_endpoint.requests)
+    run = S.eval_run_execute(run_id=run.pk)
+    assert run.status == Job.Status.SUCCEEDED, run.error
+    assert run.results.count() == 6 and run.summary["cases"] == 6
+    assert len(scripted_endpoint.requests) - before == 3 * (6 - stored)  # stored samples are not played again
