@@ -260,3 +260,10 @@ def test_a_killed_worker_fails_the_run_and_resume_plays_only_what_is_missing(ml_
     assert run.status == Job.Status.SUCCEEDED, run.error
     assert run.results.count() == 6 and run.summary["cases"] == 6
     assert len(scripted_endpoint.requests) - before == 3 * (6 - stored)  # stored samples are not played again
+
+
+def test_cli_refuses_an_unknown_judge_with_its_path(ml_staff, t1_set, v1, scripted_model):
+    with pytest.raises(CommandError, match="judges"):
+        call_command("run_eval", "t1-mini", "--harness", "glow-gadget@production", "--endpoint", "scripted",
+                     "--judge", "no-such-endpoint", "--user", ml_staff.username, stdout=io.StringIO())
+    assert not EvalRun.objects.exists()

@@ -1,7 +1,7 @@
 """Evaluate a model endpoint on an eval set, synchronously, with a progress bar (CLI and CI).
 
     manage.py run_eval t1-live-stream-qa --harness glow-gadget@production [--endpoint local] [--k 3]
-        [--seed 0] [--max-cases 20] [--temperature 0.7] [--json]
+        [--seed 0] [--max-cases 20] [--temperature 0.7] [--judge ENDPOINT ...] [--json]
     manage.py run_eval t4-ifeval --max-cases 50          # IFEval: no harness
 
 The set is ``NAME`` (its pinned version, else its latest) or ``NAME@N``; the harness ``SLUG@N`` or
@@ -109,12 +109,14 @@ class Command(BaseCommand):
         parser.add_argument("--temperature", type=float)
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--deadline", type=float, help="seconds per turn (default: the harness's own)")
+        parser.add_argument("--judge", action="append", default=[], metavar="ENDPOINT",
+                            help="a model endpoint that also judges each sample (repeatable; the rules stay the score)")
         parser.add_argument("--user", help="who runs it (default: the first superuser)")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the run as JSON only")
 
     def handle(self, *args, eval_set: str, harness: str | None, endpoint: str, k: int, seed: int,
                max_cases: int | None, temperature: float | None, max_tokens: int | None, deadline: float | None,
-               user: str | None, as_json: bool, **options):
+               judge: list[str], user: str | None, as_json: bool, **options):
         version = _set_version(eval_set)
         harness_version = _harness_version(harness) if harness else None
         endpoint_obj = ModelEndpoint.objects.filter(name=endpoint).first()
@@ -125,7 +127,8 @@ class Command(BaseCommand):
         try:
             run = services.eval_run_start(user=_user(user), eval_set_version=version, endpoint=endpoint_obj,
                                           harness_version=harness_version, sampling=sampling, k=k, seed=seed,
-                                          max_cases=max_cases, deadline_s=deadline, enqueue=False)
+                                          max_cases=max_cases, deadline_s=deadline, judges=judge or None,
+                                          enqueue=False)
         except DomainError as exc:
             detail = "; ".join(f"{e['path']}: {e['message']}" for e in getattr(exc, "errors", []) or [])
             raise CommandError(f"{exc.message}{': ' + detail if detail else ''}") from None
