@@ -240,3 +240,10 @@ def test_api_cancel_and_resume(request, ml_staff, world, sent, django_capture_on
         r = _api(request, "ml_lead").post(url + "resume/")
     assert r.status_code == 200 and r.json()["status"] == "queued" and r.json()["resumes"] == 1
     assert client.post(f"/api/latency-replays/{uuid.uuid4()}/cancel/").status_code == 404
+
+
+def test_the_evaluations_area_links_the_replays(client, reviewer, world):
+    client.force_login(reviewer)
+    for path in ("/eval-sets/", "/evals/runs/"):
+        html = client.get(path).content.decode()
+        assert 'data-testid="latency-link"' in html and 'href="/evals/latency/"' in html, path
