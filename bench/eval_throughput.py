@@ -9,19 +9,23 @@ Self-contained and self-cleaning, like bench/preview_ttft.py: it creates its own
 DATABASE_URL (``hat_evalbench_<pid>_<random>``, or ``--scratch-db NAME``, refused if that database exists; DATABASE_URL's
 own database is never touched; see bench/scratch_db.py), migrates it and runs ``manage.py seed_demo`` (the shipped
 eval sets, the demo model's harness ``tiny-room``), starts the local model server on the committed demo model
-(models/demo-tiny) and a real Celery worker on the ``gpu`` queue, and drops the database at the end -- also on
-failure, Ctrl-C or SIGTERM.
+(models/demo-tiny) and a real Celery worker, and drops the database at the end -- also on failure, Ctrl-C or SIGTERM.
+The worker is the one users run (``celery -A console worker``, solo pool, as on the ``gpu`` queue) but consumes a
+queue of this bench's own (``gpu-evalbench-<pid>``), where the bench sends each run's task under the task id the run
+stores: on a Redis shared with a console or a test run it takes none of their tasks, and they none of its.
 
 The two sides play the first ``--cases`` cases of the set's pinned version once each (k = 1, seed 0) under
 tiny-room v1 against the same ``local`` endpoint:
 
-- **job**: :func:`training_jobs.eval_run_services.eval_run_start` queues an evaluation run; the worker process
+- **job**: :func:`training_jobs.eval_run_services.eval_run_start` creates an evaluation run; the worker process
   claims it, keeps its heartbeat, plays every case through :func:`training_jobs.evals.runner.run_case`, judges it,
   writes each sample's row (with its turn events) and the progress, then aggregates (bootstrap intervals) and
   ends it -- what a user's run does. Its time runs from the run's creation to its ``finished_at`` (both clocks
   of this machine), so queueing and pick-up count, polling for the end does not;
 - **plain**: a loop in this process calling the same :func:`run_case` with the same judge, manifest, sampling and
-  seed on a fresh :class:`streams.engine.client.OpenAIChatClient` of the same endpoint: no database, no worker.
+  seed on a fresh :class:`streams.engine.client.OpenAIChatClient` of the same endpoint, then the same aggregates
+  (:func:`training_jobs.evals.runner.aggregate`: scores with bootstrap intervals, which any evaluation needs): no
+  database, no worker. The ratio is what the job system adds, not the statistics (their time is printed).
 
 They alternate in pairs (plain job, job plain, ...; bench/paired.py), after one unmeasured warm-up of each, so a
 shared machine's drift and neighbours' load hit both. Printed: samples/s of each side per pair and in all, the
@@ -111,11 +115,11 @@ class Procs:
             self.server.stop()
 
 
-def start_worker(procs: Procs, env: dict, log_path: Path) -> None:
+def start_worker(procs: Procs, env: dict, log_path: Path, queue: str) -> None:
     out = open(log_path, "wb")  # noqa: SIM115 (the child's)
     name = f"evalbench-{os.getpid()}@localhost"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "gpu", "--pool", "solo", "-n", name,
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queue, "--pool", "solo", "-n", name,
          "--concurrency", "1", "-l", "warning", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     procs.items.append(proc)
@@ -138,10 +142,16 @@ def job_side(ctx: dict, max_cases: int) -> dict:
     from training_jobs import eval_run_services as services
     from training_jobs.eval_run_models import EvalRun
 
+    from unittest import mock
+
+    from training_jobs import tasks
+
     t0 = time.perf_counter()
-    run = services.eval_run_start(user=ctx["user"], eval_set_version=ctx["version"], endpoint=ctx["endpoint"],
-                                  harness_version=ctx["harness"], max_cases=max_cases, seed=0,
-                                  name=f"throughput bench ({max_cases} cases)")
+    with mock.patch.object(tasks.eval_run, "apply_async"):  # sent below, to this bench's own worker
+        run = services.eval_run_start(user=ctx["user"], eval_set_version=ctx["version"], endpoint=ctx["endpoint"],
+                                      harness_version=ctx["harness"], max_cases=max_cases, seed=0,
+                                      name=f"throughput bench ({max_cases} cases)")
+    tasks.eval_run.apply_async(args=(str(run.pk),), queue=ctx["queue"], task_id=run.task_id)
     deadline = time.monotonic() + 1800
     while True:
         run = EvalRun.objects.get(pk=run.pk)
@@ -174,8 +184,11 @@ def plain_side(ctx: dict, max_cases: int) -> dict:
                                             sampling={}, seed=0))
     finally:
         client.close()
+    t_agg = time.perf_counter()
+    runner.aggregate(outcomes, k=1, seed=0)  # the same scores with intervals the run stores: statistics, not overhead
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "observed": seconds, "samples": len(outcomes),
+            "aggregate_s": time.perf_counter() - t_agg,
             "replies": {o.case_id: o.reply for o in outcomes}, "solved": sum(o.solved for o in outcomes)}
 
 
@@ -204,8 +217,9 @@ def overhead(ctx: dict, n: int, pairs: int) -> dict[str, list[float]]:
 
     def plain() -> None:
         backend = _InstantModel()
-        for case, manifest in cases:
-            runner.run_case(case, 0, manifest=manifest, backend=backend, judge=ctx["judge"], sampling={}, seed=0)
+        outcomes = [runner.run_case(case, 0, manifest=manifest, backend=backend, judge=ctx["judge"], sampling={},
+                                    seed=0) for case, manifest in cases]
+        runner.aggregate(outcomes, k=1, seed=0)
 
     def job() -> None:
         run = services.eval_run_start(user=ctx["user"], eval_set_version=ctx["version"], endpoint=ctx["endpoint"],
@@ -248,7 +262,12 @@ def scores(ctx: dict, limit: int | None) -> list[dict]:
                                       seed=0, enqueue=False, name=f"demo model scores: {name}")
         t0 = time.perf_counter()
         run = services.eval_run_execute(run_id=run.pk)
-        out.append({"set": name, "kind": eval_set.kind, "version": version.number, "cases": cases,
+        reasons: dict[str, int] = {}
+        for reason in run.results.values_list("reason", flat=True):
+            reasons[reason] = reasons.get(reason, 0) + 1
+        out.append({"reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+                    "errors": run.results.exclude(error="").count(),
+                    "set": name, "kind": eval_set.kind, "version": version.number, "cases": cases,
                     "of": version.case_count, "status": run.status, "error": run.error, "summary": run.summary,
                     "seconds": time.perf_counter() - t0})
     return out
@@ -285,7 +304,8 @@ def print_scores(rows: list[dict]) -> None:
             problems = ", ".join(f"{k} {v}" for k, v in list((s.get("problems") or {}).items())[:6]) or "none"
             print(f"{'':<24} {'':>11}  fallbacks {s.get('fallbacks', 0)}, errors {s.get('errors', 0)}; "
                   f"problems: {problems}")
-        print(f"{'':<24} {'':>11}  ({r['seconds']:.0f} s)")
+        ends = ", ".join(f"{k} {v}" for k, v in r["reasons"].items())
+        print(f"{'':<24} {'':>11}  turns ended: {ends}; {r['errors']} could not be run (judged 0); {r['seconds']:.0f} s")
 
 
 # --- main ------------------------------------------------------------------------------------------------------------
@@ -413,8 +433,9 @@ def run(args, db_url: str, redis_url: str, procs: Procs, logs: dict, started: fl
         n = min(args.cases, version.case_count)
         rows = version.cases.order_by("position").values_list("case_json", flat=True)[:n]
         ctx["cases"] = [(case, case_manifest(case, harness.manifest)) for case in map(parse_case, map(json.loads, rows))]
-        log("starting the Celery worker (queue gpu)")
-        start_worker(procs, env, logs["worker"])
+        ctx["queue"] = f"gpu-evalbench-{os.getpid()}"
+        log(f"starting the Celery worker (queue {ctx['queue']})")
+        start_worker(procs, env, logs["worker"], ctx["queue"])
         ctx["pids"] = {"model server": server.proc.pid, "worker": procs.items[-1].pid, "bench": os.getpid()}
         log("warm-up: 2 cases each side (not measured)")
         plain_side(ctx, 2)
@@ -434,7 +455,7 @@ def run(args, db_url: str, redis_url: str, procs: Procs, logs: dict, started: fl
             plain_ms, job_ms = statistics.median(ms["plain"]), statistics.median(ms["job"])
             turn_ms = 1000 * statistics.median(r["seconds"] / r["samples"] for r in results["plain"])
             print(f"job system's own cost (instant in-process model, {args.overhead_pairs} pairs, median): plain loop "
-                  f"{plain_ms:.1f} ms/sample (engine + judge), eval_run_execute {job_ms:.1f} ms/sample -> "
+                  f"{plain_ms:.1f} ms/sample (engine + judge + aggregates), eval_run_execute {job_ms:.1f} ms/sample -> "
                   f"{job_ms - plain_ms:.1f} ms per sample more; against this run's {turn_ms:.0f} ms per real turn "
                   f"that bounds the ratio at about {turn_ms / (turn_ms + job_ms - plain_ms):.3f} (aggregates whose "
                   f"samples all score alike skip the bootstrap, so this is a floor of the cost)")
@@ -476,6 +497,8 @@ def report_throughput(args, version, n: int, results: dict[str, list[dict]]) -> 
     for side, rows in (("plain", plain), ("job", job)):
         cpu = {name: statistics.median(r["cpu"][name] for r in rows) for name in rows[0]["cpu"]}
         print(f"CPU s per measurement ({side}, median): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    print(f"of the plain side: aggregates {1000 * statistics.median(r['aggregate_s'] for r in plain):.0f} ms "
+          "per measurement (median; the job computes the same ones as it ends)")
     print(f"solved per measurement: plain {[r['solved'] for r in plain]}, job {[r['solved'] for r in job]}")
 
 
