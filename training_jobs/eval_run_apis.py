@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from console import roles
 from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, Pagination, paginated_response
 from console.errors import ValidationFailed
-from harness_editor.models import HarnessVersion, Label
+from harness_editor.models import HarnessVersion
 from streams.engine.outbound import OutboundRefused
 from streams.models import ModelEndpoint
 from training_jobs import eval_run_compare as compare
@@ -179,15 +179,9 @@ def resolve_set_version(name: str, number: int | None) -> EvalSetVersion:
 
 def resolve_harness_version(spec: str) -> HarnessVersion:
     """``slug@number`` or ``slug@label`` (e.g. glow-gadget@production)."""
-    slug, sep, ref = spec.rpartition("@")
-    if not sep or not slug or not ref:
+    if "@" not in spec or spec.startswith("@") or spec.endswith("@"):
         raise _bad("harness_version", "write slug@number or slug@label, e.g. glow-gadget@production")
-    version = None
-    if ref.isdigit() and len(ref) < 10:
-        version = HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(ref)).first()
-    elif not ref.isdigit():
-        label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=ref).first()
-        version = label.version if label is not None else None
+    version = selectors.harness_version_by_ref(spec)
     if version is None:
         raise _bad("harness_version", f"no harness version {spec}")
     return version

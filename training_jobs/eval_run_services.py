@@ -22,6 +22,7 @@ from console import roles
 from console.errors import ValidationFailed
 from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
 from console.services import audit_record
+from training_jobs.eval_run_selectors import harness_version_by_ref
 from training_jobs.services.access import require, require_manager
 from training_jobs.eval_models import EvalSetVersion
 from training_jobs.eval_run_models import EvalResult, EvalRun
@@ -356,19 +357,6 @@ def eval_run_execute(*, run_id, task_id: str | None = None, backend_factory: Cal
 MAX_AUTO_EVALUATIONS = 8
 
 
-def _resolve_harness(spec: str):
-    """``SLUG@N`` or ``SLUG@LABEL`` → the harness version (None when it does not resolve)."""
-    from harness_editor.models import HarnessVersion, Label
-
-    slug, sep, ref = str(spec).rpartition("@")
-    if not sep or not slug or not ref:
-        return None
-    if ref.isdigit():
-        return HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(ref)).first()
-    label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=ref).first()
-    return label.version if label is not None else None
-
-
 def _set_version_of(name: str) -> EvalSetVersion | None:
     from training_jobs.eval_models import EvalSet
 
@@ -408,7 +396,7 @@ def validate_auto_evaluations(specs: Any, *, path: str = "evaluate") -> list[dic
             if harness not in (None, ""):
                 errors.append({"path": f"{at}.harness", "message": "an IFEval (T4) run uses no harness"})
             harness = None
-        elif not isinstance(harness, str) or _resolve_harness(harness) is None:
+        elif not isinstance(harness, str) or harness_version_by_ref(harness) is None:
             errors.append({"path": f"{at}.harness", "message": "SLUG@LABEL or SLUG@N of an existing harness version"})
         max_cases = _bounded_int(spec.get("max_cases"), f"{at}.max_cases", 1, version.case_count or 1, errors)
         k = _bounded_int(spec.get("k", 1), f"{at}.k", 1, MAX_K, errors) or 1
@@ -435,7 +423,7 @@ def eval_runs_after_training(*, job, model, log: Callable[[str], None]) -> list[
     runs = []
     for spec in job.evaluate:
         version = _set_version_of(spec["eval_set"])
-        harness = _resolve_harness(spec["harness"]) if spec.get("harness") else None
+        harness = harness_version_by_ref(spec["harness"]) if spec.get("harness") else None
         try:
             if version is None:
                 raise ValidationFailed(f"eval set {spec['eval_set']!r} is gone", errors=[])

@@ -19,12 +19,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from console import roles
 from console.errors import DomainError
-from harness_editor.models import HarnessVersion, Label
+from harness_editor.models import HarnessVersion
 from streams.engine.outbound import OutboundRefused
 from streams.models import ModelEndpoint
 from training_jobs import eval_run_services as services
 from training_jobs.eval_models import EvalSet, EvalSetVersion
 from training_jobs.eval_run_models import EvalRun
+from training_jobs.eval_run_selectors import harness_version_by_ref
 
 
 def _set_version(spec: str) -> EvalSetVersion:
@@ -47,14 +48,9 @@ def _set_version(spec: str) -> EvalSetVersion:
 
 
 def _harness_version(spec: str) -> HarnessVersion:
-    slug, sep, ref = spec.rpartition("@")
-    if not sep or not slug or not ref:
+    if "@" not in spec or spec.startswith("@") or spec.endswith("@"):
         raise CommandError(f"--harness must be SLUG@NUMBER or SLUG@LABEL, got {spec!r}")
-    if ref.isdigit():
-        version = HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(ref)).first()
-    else:
-        label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=ref).first()
-        version = label.version if label is not None else None
+    version = harness_version_by_ref(spec)
     if version is None:
         raise CommandError(f"no harness version {spec}")
     return version
