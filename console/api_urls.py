@@ -13,6 +13,7 @@ from console import signin
 from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
+from streams import deployment_api_urls, live_api_urls, serving_api_urls
 from training_jobs import apis as training_apis
 from training_jobs import eval_apis, eval_run_apis
 
@@ -123,5 +124,9 @@ urlpatterns += [
     path(ER + "agreement/", label_apis.RunAgreementApi.as_view(), name="api-eval-run-agreement"),
     path(ES + "agreement/", label_apis.SetAgreementApi.as_view(), name="api-eval-set-agreement"),
 ]
+# live sessions, deployments and serving: their own route modules
+urlpatterns += [*live_api_urls.urlpatterns, *deployment_api_urls.urlpatterns, *serving_api_urls.urlpatterns]
+
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))
+

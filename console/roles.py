@@ -46,18 +46,29 @@ RUN_EVAL = "training_jobs.run_evalrun"  # launch evaluation runs, cancel and res
 # label a sample of an evaluation run's cases blind (human labels; the agreement pages compare them with the rules
 # and the judge models): compliance reviewers and ML staff
 LABEL_EVAL = "training_jobs.label_evalresult"
+# Serving and deployments (streams.live_models)
+VIEW_SERVING = "streams.view_serveprofile"  # serve profiles, servers (which profile served which model when), metrics
+MANAGE_SERVING = "streams.manage_serving"  # launch and stop servers from profiles, load and unload LoRA adapters
+VIEW_DEPLOYMENTS = "streams.view_deployment"  # deployments, their revisions and rollback history
+PROPOSE_DEPLOYMENT = "streams.propose_deployment"  # create a deployment or propose a change to one
+REVIEW_DEPLOYMENT = "streams.review_deployment"  # approve / reject a deployment change someone else proposed
+ROLLBACK_DEPLOYMENT = "streams.rollback_deployment"  # roll a deployment back to its previous approved revision
+# Live sessions
+VIEW_LIVE = "streams.view_livesession"  # watch live sessions (transcript, queue, metrics), read recordings
+RUN_LIVE = "streams.run_livesession"  # start, steer (mute, take over, approve, skip, pin) and end live sessions
 
-_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS, VIEW_EVAL_RUNS}
+_EVERYONE = {VIEW_HARNESS, VIEW_AUDIT, VIEW_EVAL_SETS, VIEW_EVAL_RUNS, VIEW_DEPLOYMENTS, VIEW_LIVE, VIEW_SERVING}
 _ML = _EVERYONE | {USE_PREVIEW, VIEW_DATASETS, BUILD_DATASET, VIEW_TRAINING, RUN_TRAINING, VIEW_MODELS,
-                   IMPORT_EVAL_SET, SAVE_EVAL_CASE, RUN_EVAL, LABEL_EVAL}
+                   IMPORT_EVAL_SET, SAVE_EVAL_CASE, RUN_EVAL, LABEL_EVAL, MANAGE_SERVING, PROPOSE_DEPLOYMENT}
+_REVIEW = {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, LABEL_EVAL, REVIEW_DEPLOYMENT, ROLLBACK_DEPLOYMENT}
 ROLE_PERMISSIONS: dict[str, set[str]] = {
     CAMPAIGN_MANAGER: _EVERYONE | {ADD_HARNESS, EDIT_DRAFT, SUBMIT_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_DATASETS,
-                                   VIEW_MODELS, SAVE_EVAL_CASE},
-    COMPLIANCE_REVIEWER: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, LABEL_EVAL},
+                                   VIEW_MODELS, SAVE_EVAL_CASE, PROPOSE_DEPLOYMENT},
+    COMPLIANCE_REVIEWER: _EVERYONE | _REVIEW,
     ML_STAFF: set(_ML),
-    ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET},
-    OPERATOR: set(_EVERYONE),
-    COMPLIANCE_LEAD: _EVERYONE | {REVIEW_VERSION, MOVE_LABEL, USE_PREVIEW, VIEW_MODELS, OVERRIDE_GATE, LABEL_EVAL},
+    ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET, REVIEW_DEPLOYMENT, ROLLBACK_DEPLOYMENT},
+    OPERATOR: _EVERYONE | {RUN_LIVE, ROLLBACK_DEPLOYMENT},
+    COMPLIANCE_LEAD: _EVERYONE | _REVIEW | {OVERRIDE_GATE},
 }
 
 

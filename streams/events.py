@@ -48,6 +48,11 @@ def preview_group(room_id: Any) -> str:
     return f"preview.{room_id}"
 
 
+def live_group(session_id: Any) -> str:
+    """The group of everyone watching a live session (operators, watchers, the overlay)."""
+    return f"live.{session_id}"
+
+
 def events_frame(events: Sequence[dict[str, Any]], trace: dict[str, float] | None = None) -> str:
     """The WebSocket frame (JSON text) for stored events with consecutive seqs, oldest first."""
     frame: dict[str, Any] = {"type": "events", "events": list(events)}
@@ -86,12 +91,12 @@ class _Publisher:
     async def _drain(self) -> None:
         carry = None  # taken from the queue but not mergeable with the run before it: the next message
         while True:
-            room_id, events, trace = carry if carry is not None else await self._queue.get()
+            group, events, trace = carry if carry is not None else await self._queue.get()
             carry, taken = None, 1
-            # runs of this room that queued up meanwhile and continue its seqs go in the same message
+            # runs of this group that queued up meanwhile and continue its seqs go in the same message
             while len(events) < MAX_MERGED_EVENTS and not self._queue.empty():
                 nxt = self._queue.get_nowait()
-                if nxt[0] != room_id or nxt[1][0]["seq"] != events[-1]["seq"] + 1:
+                if nxt[0] != group or nxt[1][0]["seq"] != events[-1]["seq"] + 1:
                     carry = nxt
                     break
                 taken += 1
@@ -102,22 +107,22 @@ class _Publisher:
                 if layer is not None:
                     if trace is not None:
                         trace = {**trace, "pub": time.time()}
-                    await layer.group_send(preview_group(room_id), {
+                    await layer.group_send(group, {
                         "type": EVENT_MESSAGE_TYPE, "first": events[0]["seq"], "last": events[-1]["seq"],
                         "text": events_frame(events, trace), "traced": trace is not None})
             except Exception:  # the layer is down: the events are stored, clients recover them from the database
-                logger.warning("publishing preview events %s#%s-%s failed", room_id, events[0].get("seq"),
+                logger.warning("publishing events %s#%s-%s failed", group, events[0].get("seq"),
                                events[-1].get("seq"), exc_info=True)
             finally:
                 for _ in range(taken):
                     self._queue.task_done()
 
-    def submit(self, room_id: Any, events: list[dict[str, Any]], trace: dict[str, float] | None = None) -> None:
+    def submit(self, group: str, events: list[dict[str, Any]], trace: dict[str, float] | None = None) -> None:
         if isinstance(get_channel_layer(), InMemoryChannelLayer):
             return  # per process and bound to one loop: consumers poll the database instead (embedded mode)
         with self._lock:
             self._ensure()
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, (str(room_id), events, trace))
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (group, events, trace))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything submitted so far was sent (tests, shutdown)."""
@@ -136,12 +141,12 @@ _publisher = _Publisher()
 
 
 def publish(room_id: Any, events: dict[str, Any] | Sequence[dict[str, Any]],
-            trace: dict[str, float] | None = None) -> None:
+            trace: dict[str, float] | None = None, *, group: str | None = None) -> None:
     """Send stored events (``PreviewEvent.as_message()``; one, or several with consecutive seqs) to the room's
-    group as one message; returns at once."""
+    group (or ``group``: a live session's) as one message; returns at once."""
     batch = [events] if isinstance(events, dict) else list(events)
     if batch:
-        _publisher.submit(room_id, batch, trace)
+        _publisher.submit(group or preview_group(room_id), batch, trace)
 
 
 def publish_flush(timeout: float = 5.0) -> bool:
@@ -149,11 +154,11 @@ def publish_flush(timeout: float = 5.0) -> bool:
 
 
 def publish_on_commit(room_id: Any, events: dict[str, Any] | Sequence[dict[str, Any]],
-                      trace: dict[str, float] | None = None) -> None:
+                      trace: dict[str, float] | None = None, *, group: str | None = None) -> None:
     if trace is None:
-        transaction.on_commit(lambda: publish(room_id, events))
+        transaction.on_commit(lambda: publish(room_id, events, group=group))
     else:
-        transaction.on_commit(lambda: publish(room_id, events, {**trace, "commit": time.time()}))
+        transaction.on_commit(lambda: publish(room_id, events, {**trace, "commit": time.time()}, group=group))
 
 
 # --- grouping a turn's events ---------------------------------------------------------------------------------

@@ -368,3 +368,6 @@ class PreviewEvent(models.Model):
         """What the WebSocket and the transcript see."""
         return {"seq": self.seq, "turn_id": self.turn_id, "type": self.type, "payload": self.payload,
                 "at": self.created_at.isoformat() if self.created_at else None}
+
+from streams.live_models import (  # noqa: E402,F401  (serving, deployments and live sessions: their own module)
+    Deployment, DeploymentRevision, LiveComment, LiveEvent, LiveSession, LiveToken, ServeProfile, ServerInstance)

@@ -43,3 +43,9 @@ def preview_clock_tick(room_id: str, token: str) -> dict:
 def preview_play_sweep_stalled() -> list[str]:
     """Periodic (CELERY_BEAT_SCHEDULE): send again the clock ticks that playing rooms lost with the broker."""
     return services.preview_play_sweep_stalled()
+
+
+# live sessions, deployments and serving: their own task modules (imported here so Celery discovers them)
+
+from streams.live_tasks import *  # noqa: E402,F401,F403
+from streams.serving_tasks import *  # noqa: E402,F401,F403

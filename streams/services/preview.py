@@ -80,45 +80,54 @@ def preview_event_append(*, room_id, type: str = "", payload: dict[str, Any] | N
     """Store one event (``type``, ``payload``), or several of one turn in order (``events``: (type, payload)
     pairs), with the room's next seqs in one transaction, and publish them as one message when it commits.
     Returns the (last) stored event."""
-    trace = {"store": time.time()} if TRACE else None
     batch = list(events) or [(type, payload if payload is not None else {})]
+    return events_store(PreviewRoom, PreviewEvent, "room", room_id, batch, turn_id=turn_id)
+
+
+def events_store(owner_model, event_model, owner_field: str, owner_id, batch: Sequence[tuple[str, dict[str, Any]]],
+                 *, turn_id: str = "", group: str | None = None):
+    """Store ``batch`` ((type, payload) pairs) as events of one owner (a preview room, a live session: a row with
+    ``last_seq``) with its next seqs, in one transaction; publish them as one message (to ``group``, default the
+    preview room's) when it commits. Returns the last stored event."""
+    trace = {"store": time.time()} if TRACE else None
     now = timezone.now()
+    fk = f"{owner_field}_id"
     if connection.vendor == "postgresql":
         # one statement, one round trip (atomic on its own; a savepoint-free part of the caller's transaction
-        # if there is one): take the room's row lock and the next seqs, insert the rows. A preview event is
-        # cheap to lose in a crash, a flush to disk per token is not: this commit returns before the WAL is on
-        # disk (the database stays consistent either way).
+        # if there is one): take the owner's row lock and the next seqs, insert the rows. An event is cheap to
+        # lose in a crash, a flush to disk per token is not: this commit returns before the WAL is on disk (the
+        # database stays consistent either way).
+        owner_pk = owner_model._meta.pk.get_db_prep_value(owner_id, connection)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)), "
-                f"r AS (UPDATE {PreviewRoom._meta.db_table} SET last_seq = last_seq + %s FROM cfg WHERE id = %s "
+                f"r AS (UPDATE {owner_model._meta.db_table} SET last_seq = last_seq + %s FROM cfg WHERE id = %s "
                 f"RETURNING last_seq) "
-                f"INSERT INTO {PreviewEvent._meta.db_table} (room_id, seq, turn_id, type, payload, created_at) "
+                f"INSERT INTO {event_model._meta.db_table} ({fk}, seq, turn_id, type, payload, created_at) "
                 f"SELECT %s, r.last_seq - %s + e.ord, %s, e.item->>0, e.item->1, %s "
                 f"FROM r, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(item, ord) RETURNING id, seq",
-                [len(batch), PreviewRoom._meta.pk.get_db_prep_value(room_id, connection),
-                 PreviewRoom._meta.pk.get_db_prep_value(room_id, connection), len(batch), turn_id, now,
+                [len(batch), owner_pk, owner_pk, len(batch), turn_id, now,
                  json.dumps([[t, p] for t, p in batch], ensure_ascii=False)])
             rows = sorted(cursor.fetchall(), key=lambda r: r[1])
         if not rows:
-            raise PreviewRoom.DoesNotExist(f"no preview room {room_id}")
+            raise owner_model.DoesNotExist(f"no {owner_model._meta.verbose_name} {owner_id}")
         stored = []
         for (pk, seq), (kind, data) in zip(rows, batch):
-            event = PreviewEvent(id=pk, room_id=room_id, seq=seq, turn_id=turn_id, type=kind, payload=data,
-                                 created_at=now)
+            event = event_model(id=pk, seq=seq, turn_id=turn_id, type=kind, payload=data, created_at=now,
+                                **{fk: owner_id})
             event._state.adding, event._state.db = False, connection.alias
             stored.append(event)
-        publish_on_commit(room_id, [e.as_message() for e in stored], trace)
+        publish_on_commit(owner_id, [e.as_message() for e in stored], trace, group=group)
         return stored[-1]
     with transaction.atomic():
-        updated = PreviewRoom.objects.filter(pk=room_id).update(last_seq=F("last_seq") + len(batch))
+        updated = owner_model.objects.filter(pk=owner_id).update(last_seq=F("last_seq") + len(batch))
         if not updated:
-            raise PreviewRoom.DoesNotExist(f"no preview room {room_id}")
-        last = PreviewRoom.objects.filter(pk=room_id).values_list("last_seq", flat=True).get()
-        stored = PreviewEvent.objects.bulk_create(
-            PreviewEvent(room_id=room_id, seq=last - len(batch) + i, turn_id=turn_id, type=kind, payload=data)
+            raise owner_model.DoesNotExist(f"no {owner_model._meta.verbose_name} {owner_id}")
+        last = owner_model.objects.filter(pk=owner_id).values_list("last_seq", flat=True).get()
+        stored = event_model.objects.bulk_create(
+            event_model(seq=last - len(batch) + i, turn_id=turn_id, type=kind, payload=data, **{fk: owner_id})
             for i, (kind, data) in enumerate(batch, 1))
-        publish_on_commit(room_id, [e.as_message() for e in stored], trace)
+        publish_on_commit(owner_id, [e.as_message() for e in stored], trace, group=group)
     return stored[-1]
 
 

@@ -1,0 +1,5 @@
+"""REST API routes of live (added to console.api_urls)."""
+
+from django.urls import path  # noqa: F401
+
+urlpatterns: list = []

