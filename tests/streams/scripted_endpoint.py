@@ -101,6 +101,8 @@ class ScriptedEndpoint:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.stop = threading.Event()
+        self.healthy = True  # GET /health and /v1/models (recovery probes): 200, or 503 when False
+        self.probes: list[str] = []
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -108,6 +110,16 @@ class ScriptedEndpoint:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                endpoint.probes.append(self.path)
+                ok = endpoint.healthy and self.path in ("/health", "/v1/models")
+                data = b'{"object": "list", "data": [{"id": "scripted"}]}' if ok else b"{}"
+                self.send_response(200 if ok else (503 if self.path in ("/health", "/v1/models") else 404))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
