@@ -70,6 +70,9 @@ class ConsoleSettings(BaseSettings):
     celery_default_queue: str = Field(default="celery", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                                       description="the queue of every task not sent to 'gpu' (workers consume it "
                                       "with -Q); consoles sharing one Redis database need different names")
+    interactive_queue: str = Field(default="interactive", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                                   description="the queue of interactive work (preview turns, clock ticks, live "
+                                   "session runners): its own worker, never behind batch jobs on 'gpu'")
     broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "
                                     "Celery (broker, results): an operation on a dead connection fails after this")
 

@@ -4,7 +4,7 @@
   an orchestrator restarts the web process only when the web process itself is stuck.
 - ``GET /health/ready`` (and ``/health/``, kept for existing probes): the parts the console stands on, checked
   concurrently, each bounded to about a second: the database, the channel layer, the Celery broker, and the
-  workers per queue (``celery``, ``gpu``). Workers are asked with a broadcast control command, which a prefork
+  workers per queue (``celery``, ``interactive``, ``gpu``). Workers are asked with a broadcast control command, which a prefork
   worker's main process answers while a task runs: a busy worker is reported busy, with what it runs, not dead.
   200 when every check passes, 503 otherwise.
 
@@ -36,8 +36,9 @@ WORKERS_TIMEOUT_S = WORKER_REPLY_S + CHECK_TIMEOUT_S  # ...after connecting (up 
 
 
 def required_queues() -> list[str]:
-    """The queues some worker must consume: every task's default queue, and the GPU queue of training."""
-    return [settings.CELERY_TASK_DEFAULT_QUEUE, "gpu"]
+    """The queues some worker must consume: every task's default queue, the interactive queue (preview turns,
+    live session runners) and the GPU queue of batch jobs (datasets, training, evaluations)."""
+    return [settings.CELERY_TASK_DEFAULT_QUEUE, settings.INTERACTIVE_QUEUE, "gpu"]
 
 
 def _check_database() -> str:

@@ -161,6 +161,11 @@ else:
     (CELERY_QUEUE_DIR / "results").mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = ENV.celery_always_eager
 CELERY_TASK_DEFAULT_QUEUE = ENV.celery_default_queue
+# Interactive work has a worker of its own (threads, several at once): a preview turn or a live session's runner
+# never waits behind a dataset build, training or evaluation (those go to "gpu"). HAT_INTERACTIVE_QUEUE.
+INTERACTIVE_QUEUE = ENV.interactive_queue
+CELERY_TASK_ROUTES = {name: {"queue": INTERACTIVE_QUEUE} for name in (
+    "streams.preview_turn", "streams.preview_clock_tick", "streams.live_session_run")}
 # Surviving a broker outage. The worker retries its broker connection forever (at start-up too) rather than exit
 # after 100 tries; a supervisor (scripts/supervise.py, deploy/systemd) restarts it if it dies anyway. Workers run
 # without gossip (WORKER_OPTIONS): kombu 5.7.0 crashes the worker on a lost Redis connection when gossip's
@@ -187,6 +192,7 @@ TRAINING_CANCEL_GRACE_S = JOB_CANCEL_GRACE_S
 CELERY_BEAT_SCHEDULE = {
     "jobs-sweep-stalled": {"task": "console.jobs_sweep_stalled", "schedule": ENV.sweep_every_s},
     "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
+    "servers-check": {"task": "streams.servers_check", "schedule": ENV.sweep_every_s},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -194,11 +194,13 @@ def fold_turns(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         t = turns.setdefault(turn_id, {"turn_id": turn_id, "first_seq": e["seq"], "comments": [], "tools": [],
                                        "results": [], "skills": [], "hooks": [], "retries": [], "reply": None,
                                        "timings": None, "errors": [], "version": None, "started": None,
-                                       "state": "queued", "number": 0, "received": []})
+                                       "state": "queued", "number": 0, "received": [], "queued": None})
         if kind == "viewer_comment":
             t["comments"].append(p)
         elif kind == "comment_received":
             t["received"].append(p)
+        elif kind == "turn_queued":
+            t["queued"] = p
         elif kind == "turn_started":
             t["version"], t["started"], t["state"] = p.get("version"), p, "running"
         elif kind == "tool_call":

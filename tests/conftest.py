@@ -121,7 +121,7 @@ def harness_with_history(manager, reviewer, demo_manifest):
     return {"harness": v1.harness, "v1": v1, "v2": v2, "v3": v3}
 
 
-def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log", env_extra: dict | None = None,
+def start_worker(queues: str | None = None, *, log_name: str = "test-worker.log", env_extra: dict | None = None,
                  pool: str = "solo", options: list[str] | None = None):
     """A real Celery worker (a separate process) on the configured broker and the test database, consuming
     ``queues``; returns (process, log file) once it answers a ping. ``options``: the worker's command-line
@@ -134,6 +134,8 @@ def start_worker(queues: str = "celery,gpu", *, log_name: str = "test-worker.log
 
     from django.conf import settings
 
+    if queues is None:  # every queue: the default one, the interactive one and the batch one
+        queues = f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.INTERACTIVE_QUEUE},gpu"
     env = dict(os.environ, **(env_extra or {}))
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("postgresql"):  # point the worker at the test database

@@ -29,7 +29,8 @@ class Dataset(Job):
 
     job_kind = "dataset"
     job_noun = "build"
-    job_task = "training_jobs.tasks.dataset_build"  # CPU work: the default queue
+    job_task = "training_jobs.tasks.dataset_build"
+    job_queue = "gpu"  # batch work (CPU-bound for hours): beside training and evaluations, never before turns
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=120)
@@ -103,6 +104,9 @@ class TrainedModel(models.Model):
     path = models.CharField(max_length=500, help_text="the model directory (absolute)")
     parent = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="children",
                                help_text="the model this one was trained from")
+    is_adapter = models.BooleanField(default=False, help_text="a LoRA adapter of its parent (adapter_config.json + "
+                                                              "adapter_model.safetensors), not a full model: loaded "
+                                                              "into a vLLM server that serves the parent")
     job = models.ForeignKey("TrainingJob", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     dataset = models.ForeignKey(Dataset, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     recipe = models.JSONField(default=dict, blank=True, help_text="the dataset's recipe (snapshot)")
@@ -124,11 +128,23 @@ class TrainedModel(models.Model):
         return f"{self.name} ({self.get_kind_display()})"
 
     def vllm_command(self) -> str:
-        """How to serve this model with vLLM on a GPU host (the serve profile's command line)."""
-        from streams.serve_profiles import ServeProfile
+        """How to serve this model with vLLM on a GPU host (the serve profile's command line); an adapter: its base
+        with the adapter loaded at start (or at run time: the server pages)."""
+        from streams.serve_profiles import LoraAdapter, ServeProfile
 
+        if self.is_adapter and self.parent is not None:
+            return ServeProfile(name=self.name, kind="vllm", model=self.parent.path,
+                                served_model_name=f"hat-{self.parent.pk}", host="0.0.0.0", enable_lora=True,
+                                max_lora_rank=max(16, self.lora_rank or 0), runtime_lora_updating=True,
+                                lora_adapters=[LoraAdapter(name=f"hat-{self.pk}", path=self.path)]).command_line()
         return ServeProfile(name=self.name, kind="vllm", model=self.path, served_model_name=f"hat-{self.pk}",
                             host="0.0.0.0").command_line()
+
+    @property
+    def lora_rank(self) -> int | None:
+        """An adapter's rank r (from its stage config snapshot): a server loads it only up to its --max-lora-rank."""
+        lora = (self.config or {}).get("lora") if self.is_adapter else None
+        return int(lora["r"]) if isinstance(lora, dict) and isinstance(lora.get("r"), int) else None
 
     @property
     def directory(self) -> Path:

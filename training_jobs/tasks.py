@@ -6,8 +6,9 @@ from celery import shared_task
 
 from training_jobs import services
 
-# An HSA build is CPU work (no GPU): it runs on the default queue. At most once: a build that a crashed worker
-# left running is not started again by a redelivery (dataset_build_run only runs a queued build).
+# An HSA build is CPU work (no GPU) but batch work: it runs on the gpu queue with training and evaluations, so an
+# interactive turn never waits behind it. At most once: a build that a crashed worker left running is not started
+# again by a redelivery (dataset_build_run only runs a queued build).
 BUILD_SOFT_TIME_LIMIT_S = 6 * 3600
 
 

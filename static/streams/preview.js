@@ -55,6 +55,10 @@
           el("b", { text: p.viewer }), ": " + p.text, p.source === "scenario" ? el("span", { class: "small muted", text: `  (min ${p.minute})` }) : null,
           p.sent_by ? el("span", { class: "small muted", "data-testid": "sent-by", text: `  sent by ${p.sent_by}` }) : null));
         break;
+      case "turn_queued": // until turn_started: the turn waits for a free interactive runner
+        card.querySelector(".meta").replaceChildren(el("span", { class: "badge draft", "data-testid": "turn-queued",
+          text: "queued — waiting for the interactive runner" + (p.queued_behind ? ` (${p.queued_behind} turn(s) ahead)` : "") }));
+        break;
       case "turn_started": {
         const faults = Object.entries(p.faults || {}).map(([k, v]) => `${k}:${v}`).join(", ");
         card.querySelector(".meta").textContent = `${p.version.harness} v${p.version.number} · ${p.endpoint.model} · minute ${p.minute}` + (faults ? ` · faults ${faults}` : "");

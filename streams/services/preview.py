@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -208,8 +209,14 @@ def _preview_create(*, user, version, scenario: Scenario | None, endpoint: Model
 
 
 def _turn_enqueue(room_id, turn_id: str) -> None:
+    """Queue the turn (on commit) on the interactive queue (settings.CELERY_TASK_ROUTES) and say so in the room: a
+    ``turn_queued`` event (``queued_behind``: the room's turns queued or running before it) shows on the page
+    until the runner's ``turn_started``."""
     from streams.tasks import preview_turn
 
+    ahead = [t for t in selectors.preview_turns_in_flight(room_id=room_id) if t != turn_id]
+    preview_event_append(room_id=room_id, type="turn_queued", turn_id=turn_id,
+                         payload={"queued_behind": len(ahead), "queue": settings.INTERACTIVE_QUEUE})
     room_id = str(room_id)
     transaction.on_commit(lambda: preview_turn.delay(room_id, turn_id))
 

@@ -89,7 +89,7 @@ def test_a_busy_worker_is_reported_busy_and_ready(client, operator, ml_staff):
     """The one worker of both queues runs a long job: readiness stays 200 and says what it runs (before, a ping
     task queued behind the job timed out: 503 for the whole job)."""
     own = f"busy-{uuid.uuid4().hex[:6]}"
-    proc, log = start_worker(f"{own},celery,gpu", log_name=f"{own}.log", pool=WORKER_POOL, options=WORKER_OPTIONS)
+    proc, log = start_worker(f"{own},celery,gpu,{settings.INTERACTIVE_QUEUE}", log_name=f"{own}.log", pool=WORKER_POOL, options=WORKER_OPTIONS)
     name = f"{own}@{socket.gethostname()}"  # as start_worker names it
     try:
         dataset_build_on(own, user=ml_staff, recipe={"variants_per_sample": 8},

@@ -223,7 +223,7 @@ def test_enqueue_sends_on_commit_under_the_stored_task_id(ml_staff, django_captu
     callbacks[0]()
     stored = Dataset.objects.get(pk=d.pk)
     assert (stored.task_id, stored.revoked_at) == (task_id, None)
-    assert sent == [((str(d.pk),), settings.CELERY_TASK_DEFAULT_QUEUE, task_id)]
+    assert sent == [((str(d.pk),), "gpu", task_id)]  # batch work: never in front of interactive turns
     with django_capture_on_commit_callbacks(execute=True):
         jobs.job_enqueue(d, queue="elsewhere")
     assert sent[-1][1] == "elsewhere" and sent[-1][2] != task_id
@@ -299,7 +299,8 @@ def worker_queue():
 
     queue = f"jobs-{uuid.uuid4().hex[:8]}"  # this test's own queue: the session's worker does not take its tasks
     proc, log = start_worker(queue, log_name="jobs-cancel-worker.log",
-                             env_extra={"HAT_HEARTBEAT_EVERY_S": "0.3", "HAT_CELERY_DEFAULT_QUEUE": queue})
+                             env_extra={"HAT_HEARTBEAT_EVERY_S": "0.3", "HAT_CELERY_DEFAULT_QUEUE": queue,
+                                        "HAT_INTERACTIVE_QUEUE": queue})
     yield queue
     stop_worker(proc, log)
 

@@ -69,7 +69,8 @@ def test_worker_survives_a_redis_cut_and_the_room_plays_on(manager, harness_with
     queue = f"outage-{uuid.uuid4().hex[:8]}"  # this worker's own queue: no other worker takes its tasks
     proxy = TcpProxy.for_url(settings.ENV.redis_url).start()
     url = proxy.url(settings.ENV.redis_url)
-    env = {"REDIS_URL": url, "CELERY_BROKER_URL": url, "HAT_CELERY_DEFAULT_QUEUE": queue, "HAT_SWEEP_EVERY_S": "1"}
+    env = {"REDIS_URL": url, "CELERY_BROKER_URL": url, "HAT_CELERY_DEFAULT_QUEUE": queue, "HAT_INTERACTIVE_QUEUE": queue,
+           "HAT_SWEEP_EVERY_S": "1"}
     proc, log = start_worker(queue, log_name="redis-outage-worker.log", pool=WORKER_POOL, options=WORKER_ARGS,
                              env_extra=env)
     sched, sched_log = start_scheduler(env, log_name="redis-outage-scheduler.log")  # as `make run` has it

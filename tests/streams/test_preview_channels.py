@@ -163,7 +163,7 @@ def test_comment_streams_tokens_tool_calls_and_reply(room, manager, scripted_end
     assert seqs == list(range(2, 2 + len(events)))  # no loss, no duplicates, in order
     assert {e["turn_id"] for e in events} == {turn_id}
     types = [e["type"] for e in events]
-    assert types[:2] == ["viewer_comment", "turn_started"] and types[-2:] == ["reply", "timings"]
+    assert types[:3] == ["viewer_comment", "turn_queued", "turn_started"] and types[-2:] == ["reply", "timings"]
     tokens = [e["payload"]["delta"] for e in events if e["type"] == "token"]
     assert len(tokens) >= 5 and GOOD in "".join(tokens)
     calls = [e["payload"] for e in events if e["type"] == "tool_call"]

@@ -50,7 +50,7 @@ def tiny_version(user, demo_manifest):
 
 def assert_real_turn(room, turn_id) -> dict:
     types = event_types(room.pk, turn_id)
-    assert types[:2] == ["viewer_comment", "turn_started"] and types[-2:] == ["reply", "timings"], types
+    assert types[:3] == ["viewer_comment", "turn_queued", "turn_started"] and types[-2:] == ["reply", "timings"], types
     assert "model_request" in types and ("token" in types or "tool_call" in types)
     errors = [e.payload for e in PreviewEvent.objects.filter(room=room, turn_id=turn_id, type="error")]
     assert not [e for e in errors if e["stage"] == "model" and e["kind"] in ("connect", "timeout")], errors

@@ -25,7 +25,8 @@ def _comment_turn(room, user, text, capture):
     with capture(execute=False) as callbacks:
         turn_id = services.preview_comment_post(user=user, room=room, text=text)
     # nothing runs in the request: the event is published and the turn queued when the transaction commits
-    assert [cb.__qualname__.split(".")[0] for cb in callbacks] == ["publish_on_commit", "_turn_enqueue"]
+    assert [cb.__qualname__.split(".")[0] for cb in callbacks] == ["publish_on_commit", "publish_on_commit",
+                                                                      "_turn_enqueue"]  # turn_queued
     return turn_id
 
 
@@ -67,12 +68,12 @@ def test_comment_becomes_a_turn_with_ordered_stored_events(manager, harness_with
     seqs = list(PreviewEvent.objects.filter(room=room).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))  # room-wide, gapless, increasing
     types = event_types(room.pk, turn_id)
-    assert types[:3] == ["viewer_comment", "turn_started", "comment_received"]
+    assert types[:4] == ["viewer_comment", "turn_queued", "turn_started", "comment_received"]
     assert types[-2:] == ["reply", "timings"]
     for needed in ("token", "tool_call", "tool_result", "skill_loaded", "hook_result", "model_request"):
         assert needed in types
     # every engine event is stored as the engine emitted it
-    stored = [e.payload for e in PreviewEvent.objects.filter(room=room, turn_id=turn_id).order_by("seq")][2:]
+    stored = [e.payload for e in PreviewEvent.objects.filter(room=room, turn_id=turn_id).order_by("seq")][3:]
     assert [p["seq"] for p in stored] == list(range(len(result.events)))
     assert stored == [e.model_dump(mode="json") for e in result.events]
     tokens = "".join(p["delta"] for p in stored if p["type"] == "token" and p["channel"] == "content")

@@ -132,7 +132,7 @@ def test_turn_events_are_stored_as_emitted_in_few_transactions(manager, harness_
     # every engine event stored exactly as emitted, in order, with gapless room seqs
     rows = list(PreviewEvent.objects.filter(room=room).order_by("seq"))
     assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
-    stored = [r.payload for r in rows if r.turn_id == turn_id][2:]  # after viewer_comment, turn_started
+    stored = [r.payload for r in rows if r.turn_id == turn_id][3:]  # after viewer_comment, turn_queued, turn_started
     assert stored == [e.model_dump(mode="json") for e in result.events]
     content = "".join(p["delta"] for p in stored if p["type"] == "token" and p["channel"] == "content")
     assert content.endswith(GOOD)
@@ -165,7 +165,7 @@ def test_stored_tokens_replay_and_fold_into_the_same_turn(manager, harness_with_
     stalled_price_script(scripted_endpoint, stall_s=0.3)
     first = services.preview_turn_run(room_id=room.pk, turn_id=turn_id)
     recorded = events_adapter.validate_python(
-        [e.payload for e in PreviewEvent.objects.filter(room=room, turn_id=turn_id).order_by("seq")][2:])
+        [e.payload for e in PreviewEvent.objects.filter(room=room, turn_id=turn_id).order_by("seq")][3:])
     comments = selectors.preview_turn_comments(room_id=room.pk, turn_id=turn_id)
     again = run_turn(manifest=harness_with_history["v1"].manifest, room=dict(room.room_state), comments=comments,
                      backend=ReplayBackend(recorded), turn_id=turn_id)
