@@ -1,5 +1,10 @@
 """WebSocket routes of live sessions (added to streams.routing)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-websocket_urlpatterns: list = []
+from streams.live_consumers import LiveConsumer, OverlayConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/live/<uuid:session_id>/", LiveConsumer.as_asgi()),
+    path("ws/live/<uuid:session_id>/overlay/", OverlayConsumer.as_asgi()),
+]
