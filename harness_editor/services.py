@@ -229,6 +229,24 @@ def label_move(*, user, harness: Harness, name: str, version: HarnessVersion, co
                rollback: bool = False) -> Label:
     """Point a label at an approved version of the same harness (creating the label on first use)."""
     _require(user, roles.MOVE_LABEL, "move labels")
+    return _label_move(user=user, harness=harness, name=name, version=version, comment=comment, rollback=rollback)
+
+
+def label_move_for_rollback(*, user, harness: Harness, name: str, version: HarnessVersion, comment: str,
+                            reason: dict) -> Label:
+    """Move a label back as part of a rollback another part of the console authorised (a deployment rollback:
+    operators may roll a deployment back without MOVE_LABEL). The caller has checked its own permission; the move
+    is the same label move (same rules, same row on the label's history, marked ``rollback``) with ``reason``
+    (e.g. ``{"deployment": name, "revision": n}``) in its audit data. The registry imports nothing from the
+    caller: the reason is plain data."""
+    if not reason:
+        raise ValueError("a label moved on behalf of a rollback names its reason")
+    return _label_move(user=user, harness=harness, name=name, version=version, comment=comment, rollback=True,
+                       reason=reason)
+
+
+def _label_move(*, user, harness: Harness, name: str, version: HarnessVersion, comment: str, rollback: bool,
+                reason: dict | None = None) -> Label:
     errors = []
     from django.core.exceptions import ValidationError as DjangoValidationError
 
@@ -261,7 +279,7 @@ def label_move(*, user, harness: Harness, name: str, version: HarnessVersion, co
             from_state=f"v{previous.number}" if previous else "", to_state=f"v{version.number}",
             comment=comment,
             data={"label": name, "from_version_id": previous.id if previous else None,
-                  "to_version_id": version.id, "rollback": rollback},
+                  "to_version_id": version.id, "rollback": rollback, **({"reason": reason} if reason else {})},
         )
     return label
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.errors import InvalidTransition
-from streams.models import Deployment, DeploymentRevision, ModelEndpoint, ServerInstance
+from streams.models import Deployment, DeploymentRevision, LiveSession, ModelEndpoint, ServeProfile, ServerInstance
 
 
 @dataclass
@@ -21,6 +21,23 @@ class InForce:
     version: Any  # harness_editor.HarnessVersion
     endpoints: list[ModelEndpoint] = field(default_factory=list)
     request_models: dict[str, str] = field(default_factory=dict)  # endpoint name -> model name in requests
+
+    @property
+    def model(self):
+        return self.revision.model
+
+    @property
+    def adapter(self):
+        return self.revision.adapter
+
+    @property
+    def profile(self) -> ServeProfile:
+        return self.revision.serve_profile
+
+    @property
+    def request_model(self) -> str | None:
+        """The model name requests to the primary endpoint carry (the adapter's name where it is loaded)."""
+        return self.request_models.get(self.endpoints[0].name) if self.endpoints else None
 
     def describe(self) -> dict[str, Any]:
         """For events and the audit timeline."""
@@ -71,3 +88,107 @@ def deployment_in_force(deployment: Deployment) -> InForce:
         endpoints = [e for e in endpoints if e.name not in missing]
     return InForce(deployment=deployment, revision=revision, label=revision.label, version=label.version,
                    endpoints=endpoints, request_models=request_models)
+
+
+# --- pages and the API ---------------------------------------------------------------------------------------------
+
+REVISION_RELATED = ("serve_profile", "model", "adapter", "harness_version", "proposed_by", "decided_by")
+
+
+def deployment_list():
+    return Deployment.objects.select_related("harness", "current_revision", *(
+        f"current_revision__{name}" for name in REVISION_RELATED[:4]))
+
+
+def revision_list(deployment: Deployment):
+    """Newest first."""
+    return deployment.revisions.select_related(*REVISION_RELATED).order_by("-number")
+
+
+def revision_get(deployment: Deployment, number: int) -> DeploymentRevision:
+    return deployment.revisions.select_related(*REVISION_RELATED).get(number=number)
+
+
+def revision_pending(deployment: Deployment) -> DeploymentRevision | None:
+    """The revision waiting for review (at most one: streams.services.deployments)."""
+    return revision_list(deployment).filter(status=DeploymentRevision.Status.PROPOSED).first()
+
+
+def endpoint_names(ids) -> list[str]:
+    names = dict(ModelEndpoint.objects.filter(pk__in=[int(i) for i in ids or []]).values_list("pk", "name"))
+    return [names.get(int(i), f"(deleted #{i})") for i in ids or []]
+
+
+def live_sessions(deployment: Deployment):
+    return LiveSession.objects.filter(deployment=deployment, status=LiveSession.Status.LIVE).order_by("started_at")
+
+
+def label_versions(harness_ids) -> dict[tuple[int, str], Any]:
+    """(harness id, label name) -> the version the label points at now."""
+    from harness_editor.models import Label
+
+    return {(label.harness_id, label.name): label.version for label in
+            Label.objects.filter(harness_id__in=set(harness_ids)).select_related("version").defer(
+                "version__manifest_json")}
+
+
+def deployment_summary(deployment: Deployment, *, labels: dict | None = None) -> dict[str, Any]:
+    """What a deployment serves now (list and detail pages, the API): the revision in force with its label resolved
+    now, model, adapter, profile, endpoints and the sessions live on it."""
+    revision = deployment.current_revision
+    labels = labels if labels is not None else label_versions([deployment.harness_id])
+    version = labels.get((deployment.harness_id, revision.label)) if revision else None
+    return {
+        "deployment": deployment,
+        "revision": revision,
+        "label": revision.label if revision else None,
+        "version": version,  # where the label points now
+        "recorded_version": revision.harness_version if revision else None,  # where it pointed at approval
+        "model": revision.model if revision else None,
+        "adapter": revision.adapter if revision else None,
+        "profile": revision.serve_profile if revision else None,
+        "endpoints": endpoint_names(revision.endpoints) if revision else [],
+        "sessions": list(live_sessions(deployment)),
+        "pending": revision_pending(deployment),
+    }
+
+
+def deployment_summaries() -> list[dict[str, Any]]:
+    deployments = list(deployment_list())
+    labels = label_versions([d.harness_id for d in deployments])
+    return [deployment_summary(d, labels=labels) for d in deployments]
+
+
+def _named(row) -> str | None:
+    return getattr(row, "name", None) if row is not None else None
+
+
+def revision_diff(*, in_force: DeploymentRevision | None, proposed: DeploymentRevision) -> list[dict[str, Any]]:
+    """Field by field, what approving ``proposed`` changes against what is in force: the label, the version it
+    would record (where the label points now) against the version in force, the model, the adapter, the profile and
+    the endpoints (in failover order). Each row: field, before, after, changed."""
+    labels = label_versions([proposed.deployment.harness_id])
+    now = labels.get((proposed.deployment.harness_id, proposed.label))
+    if proposed.status == DeploymentRevision.Status.APPROVED:
+        now = proposed.harness_version  # decided: the version it recorded
+    before_version = None
+    if in_force is not None:
+        before_version = labels.get((proposed.deployment.harness_id, in_force.label)) or in_force.harness_version
+    rows = [
+        ("label", in_force.label if in_force else None, proposed.label),
+        ("harness version", f"v{before_version.number}" if before_version else None,
+         f"v{now.number}" if now else "(label missing)"),
+        ("model", _named(in_force.model) if in_force else None, _named(proposed.model)),
+        ("adapter", _named(in_force.adapter) if in_force else None, _named(proposed.adapter)),
+        ("serve profile", _named(in_force.serve_profile) if in_force else None, _named(proposed.serve_profile)),
+        ("endpoints", ", ".join(endpoint_names(in_force.endpoints)) if in_force else None,
+         ", ".join(endpoint_names(proposed.endpoints))),
+    ]
+    return [{"field": name, "before": before, "after": after, "changed": before != after}
+            for name, before, after in rows]
+
+
+def deployment_timeline(deployment: Deployment):
+    from console.selectors import audit_list
+
+    return audit_list(scope=f"deployment:{deployment.name}")
