@@ -17,7 +17,7 @@ next endpoint of a deployment (issue 12 §5). Plain Python, no Django.
 
 Events (through ``on_event(type, payload)``, always in the thread that calls ``stream_chat`` or ``poll_events``):
 ``fault`` {kind: endpoint_down | endpoint_slow | endpoint_error | endpoints_unavailable, endpoint, message,
-mid_stream}, ``failover`` {from, to, reason: failed | open | recovered}, ``breaker`` {endpoint, state: open |
+mid_stream}, ``failover`` {from, to, reason: failed | open | recovered} (when the endpoint it moved to starts answering), ``breaker`` {endpoint, state: open |
 half_open | closed, failures, retry_in_s}.
 """
 
@@ -413,17 +413,13 @@ class FailoverBackend:
             left = remaining()
             if left is not None and left <= 0:
                 raise ModelError("deadline", "turn deadline reached before another endpoint could be tried")
-            if failed is not None:
-                self._emit("failover", {"from": failed.name, "to": route.name, "reason": "failed"})
-            elif route.name != self._last_served:
-                reason = "recovered" if self._index(route.name) < self._index(self._last_served) else "open"
-                self._emit("failover", {"from": self._last_served, "to": route.name, "reason": reason})
-            self._last_served = route.name
             streamed = False
             inner = self._client(route).stream_chat(messages, tools, budget_s=left, **kwargs)
             try:
                 for delta in inner:
-                    streamed = True
+                    if not streamed:
+                        streamed = True
+                        self._served(route, failed)
                     yield delta
             except ModelError as error:
                 kind = fault_kind(error, streamed=streamed, budget_s=left)
@@ -450,6 +446,16 @@ class FailoverBackend:
         raise ModelError("connect", message)
 
     # -- events --
+
+    def _served(self, route: Route, failed: Route | None) -> None:
+        """The endpoint answers: a ``failover`` event when the call moved (a failure in this call, an open breaker
+        skipped, or back to a preferred endpoint), said when the move worked, before its first token."""
+        if failed is not None:
+            self._emit("failover", {"from": failed.name, "to": route.name, "reason": "failed"})
+        elif route.name != self._last_served:
+            reason = "recovered" if self._index(route.name) < self._index(self._last_served) else "open"
+            self._emit("failover", {"from": self._last_served, "to": route.name, "reason": reason})
+        self._last_served = route.name
 
     def breaker_changed(self, key: str, old: str, new: str) -> None:
         """The board's listener (any thread): queued, delivered by :meth:`poll_events`."""

@@ -103,6 +103,7 @@ class ScriptedEndpoint:
         self.stop = threading.Event()
         self.healthy = True  # GET /health and /v1/models (recovery probes): 200, or 503 when False
         self.probes: list[str] = []
+        self.no_health = False  # a server without /health (OpenAI): probes fall back to /v1/models
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -113,9 +114,10 @@ class ScriptedEndpoint:
 
             def do_GET(self) -> None:  # noqa: N802
                 endpoint.probes.append(self.path)
-                ok = endpoint.healthy and self.path in ("/health", "/v1/models")
+                known = ("/v1/models",) if endpoint.no_health else ("/health", "/v1/models")
+                ok = endpoint.healthy and self.path in known
                 data = b'{"object": "list", "data": [{"id": "scripted"}]}' if ok else b"{}"
-                self.send_response(200 if ok else (503 if self.path in ("/health", "/v1/models") else 404))
+                self.send_response(200 if ok else (503 if self.path in known else 404))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
