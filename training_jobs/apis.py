@@ -395,6 +395,7 @@ class ModelRefSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     kind = TrainedModelKindField()
+    is_adapter = serializers.BooleanField()
 
     class Meta:
         ref_name = "ModelRef"
@@ -406,6 +407,8 @@ class TrainedModelOutputSerializer(serializers.Serializer):
     kind = TrainedModelKindField()
     path = serializers.CharField(help_text="the model directory (what a server loads)")
     parent = serializers.UUIDField(source="parent_id", allow_null=True, help_text="the model it was trained from")
+    is_adapter = serializers.BooleanField(help_text="a LoRA adapter of its parent (not merged), loaded into a vLLM "
+                                                    "server that serves the parent")
     job = serializers.UUIDField(source="job_id", allow_null=True, help_text="the training job that made it")
     dataset = serializers.UUIDField(source="dataset_id", allow_null=True)
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)

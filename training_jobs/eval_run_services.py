@@ -415,6 +415,10 @@ def eval_runs_after_training(*, job, model, log: Callable[[str], None]) -> list[
 
     if not job.evaluate:
         return []
+    if model.is_adapter:  # the local server loads full models only; an adapter is served by vLLM over its base
+        log(f"evaluation after training not queued: {model.name} is a LoRA adapter; load it into a vLLM server "
+            f"(Serving) and evaluate that endpoint")
+        return []
     try:
         model = model_serve_run(model_id=model.pk)
     except Exception as exc:

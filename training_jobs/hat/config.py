@@ -42,6 +42,12 @@ class LoraSettings(BaseModel):
     target_modules: list[Annotated[str, AfterValidator(_module_name)]] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, max_length=64,
         description="Module names the adapters wrap (letters, digits, '_', '.', '-'; at most 128 characters).")
+    merge: bool = Field(True, description=(
+        "Merge the adapters into the weights at the end: one model directory any server loads as it is. False "
+        "keeps the adapter apart (adapter_config.json + adapter_model.safetensors, a few hundred kB): registered "
+        "as an adapter of the model the stage started from, loaded into a running vLLM at run time "
+        "(--enable-lora; r must be at most the server's --max-lora-rank, 16 unless the profile says otherwise). "
+        "Only the last stage of a pipeline may keep it apart: the next stage trains a full model."))
 
 
 class StageConfig(BaseModel):
@@ -147,3 +153,13 @@ class PipelineConfig(BaseModel):
     distill: DistillStageConfig | None = Field(default_factory=DistillStageConfig,
                                                description="None skips stage 2.")
     rl: RLStageConfig | None = Field(default_factory=RLStageConfig, description="None skips stage 3.")
+
+    @model_validator(mode="after")
+    def _adapter_last(self) -> PipelineConfig:
+        stages = [(name, c) for name, c in (("sft", self.sft), ("distill", self.distill), ("rl", self.rl))
+                  if c is not None]
+        for name, stage in stages[:-1]:
+            if stage.lora is not None and not stage.lora.merge:
+                raise ValueError(f"{name}.lora.merge: only the last stage may keep its LoRA adapter apart (the "
+                                 f"next stage starts from a full model)")
+        return self

@@ -5,7 +5,8 @@ the local server (or vLLM) can serve as it is.
 Layout of a stage's output directory::
 
     out_dir/checkpoints/checkpoint-<step>/   full checkpoints (weights, optimizer, scheduler, RNG): resumable
-    out_dir/final/                           the trained model (merged when LoRA was used) + tokenizer
+    out_dir/final/                           the trained model (merged when LoRA was used, unless lora.merge
+                                             is off: then the adapter alone) + tokenizer
     out_dir/stage.json                       the config, the result and the metrics of the last run
 """
 
@@ -29,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Files of a model directory that are not weights but belong with them (the tiny model's build spec, the chat
 # template a server applies, generation defaults).
 BESIDE_WEIGHTS = ("generation_config.json", "tiny_model_spec.json", "chat_template.jinja")
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")  # what peft saves for a LoRA adapter
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -144,8 +146,10 @@ def train_and_finish(stage: str, trainer: Any, tokenizer: Any, config: StageConf
         if final.exists():
             shutil.rmtree(final)
         model = trainer.accelerator.unwrap_model(trainer.model)
-        if config.lora is not None:  # one directory a server loads as it is
+        if config.lora is not None and config.lora.merge:  # one directory a server loads as it is
             model = model.merge_and_unload()
+        # a PeftModel (lora.merge off) writes only adapter_config.json + adapter_model.safetensors: an adapter
+        # vLLM loads at run time on top of model_dir (the tokenizer and chat template stay beside it for peft)
         model.save_pretrained(str(final))
         tokenizer.save_pretrained(str(final))
         for name in BESIDE_WEIGHTS:

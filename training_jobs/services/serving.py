@@ -22,6 +22,9 @@ def model_serve_start(*, user, model: TrainedModel) -> TrainedModel:
     require(user, roles.RUN_TRAINING, "serve models")
     from training_jobs.tasks import model_serve
 
+    if model.is_adapter:
+        raise InvalidTransition(f"{model.name} is a LoRA adapter: load it into a vLLM server that serves its base "
+                                f"(Serving)")
     if not (model.directory / "config.json").is_file():
         raise InvalidTransition(f"{model.name}: its directory {model.path} is gone")
     model_id = str(model.pk)

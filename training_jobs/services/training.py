@@ -123,6 +123,9 @@ def validate_training(*, kind: str, config: Any, dataset_id: Any, base_model_id:
         errors.append({"path": "base_model", "message": "pick the model the job starts from"})
     elif base is None:
         errors.append({"path": "base_model", "message": f"no model {base_model_id}"})
+    elif base.is_adapter:
+        errors.append({"path": "base_model", "message": f"{base.name} is a LoRA adapter, not a model: train from "
+                                                        f"its base{f' ({base.parent.name})' if base.parent else ''}"})
     elif not (base.directory / "config.json").is_file():
         errors.append({"path": "base_model", "message": f"{base.name}: its directory {base.path} is gone"})
     if parsed is not None and base is not None:
@@ -328,7 +331,8 @@ def _run_stages(job: TrainingJob, reporter: JobReporter) -> tuple[bool, list[dic
         start_from = TrainedModel.objects.create(
             name=f"{job.name} · {label}"[:120], kind=STAGE_MODEL_KIND[name], path=str(result.final_dir),
             parent=start_from, job=job, dataset=job.dataset, recipe=job.dataset.recipe if job.dataset else {},
-            config=stage_config.model_dump(mode="json"), metrics=result.metrics, created_by=job.created_by)
+            config=stage_config.model_dump(mode="json"), metrics=result.metrics, created_by=job.created_by,
+            is_adapter=stage_config.lora is not None and not stage_config.lora.merge)
         offset += stage_config.max_steps
     return False, results, start_from
 
