@@ -11,6 +11,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from streams.live_routing import with_token_ingest  # noqa: E402
 from streams.routing import websocket_urlpatterns as streams_ws  # noqa: E402
 from training_jobs.routing import websocket_urlpatterns as training_ws  # noqa: E402
 
@@ -19,6 +20,8 @@ websocket_urlpatterns: list = [*streams_ws, *training_ws]  # the preview room, t
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # a live session's ingest socket authenticates by its token (streams.live_routing), the rest by sign-in
+        "websocket": with_token_ingest(
+            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )

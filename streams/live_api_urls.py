@@ -1,5 +1,17 @@
 """REST API routes of live (added to console.api_urls)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from streams import live_apis
+
+S = "live/sessions/<uuid:session_id>/"
+
+urlpatterns: list = [
+    path("live/sessions/", live_apis.SessionListApi.as_view(), name="api-live-session-list"),
+    path(S, live_apis.SessionDetailApi.as_view(), name="api-live-session-detail"),
+    path(S + "end", live_apis.SessionEndApi.as_view(), name="api-live-session-end"),
+    path(S + "tokens/", live_apis.TokenListApi.as_view(), name="api-live-token-list"),
+    path(S + "tokens/<uuid:token_id>/revoke", live_apis.TokenRevokeApi.as_view(), name="api-live-token-revoke"),
+    path(S + "comments", live_apis.CommentIngestApi.as_view(), name="api-live-comments"),
+    path(S + "webhook", live_apis.WebhookApi.as_view(), name="api-live-webhook"),
+]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
+from uuid import UUID
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness_editor.schemas import FieldError, format_loc, pydantic_errors
 
@@ -64,6 +65,46 @@ def handling_errors(data: Any) -> list[FieldError]:
         return [FieldError(path=f"handling.{e.path}" if e.path else "handling", message=e.message)
                 for e in pydantic_errors(exc)]
     return []
+
+
+MAX_REPLAY_SPEED = 1000.0
+
+
+class ReplayConfig(BaseModel):
+    """``feed_config`` of a replay session: what to play (a stored scenario's viewer comments, or a recorded
+    session's comments) and how fast (``speed`` times real speed: 1 plays a scenario minute in a real minute)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")] | None = None
+    session: UUID | None = None
+    speed: float = Field(default=1.0, gt=0.0, le=MAX_REPLAY_SPEED)
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1,
+                             description="the scenario's seed for generated comments (default: its own)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReplayConfig:
+        if (self.scenario is None) == (self.session is None):
+            raise ValueError("give exactly one of 'scenario' (a scenario's slug) or 'session' (a recorded "
+                             "session's id)")
+        return self
+
+
+class PassiveConfig(BaseModel):
+    """``feed_config`` of the webhook and API feeds: nothing to set (comments are pushed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def feed_config_errors(feed: str, data: Any) -> tuple[dict[str, Any], list[FieldError]]:
+    """(the config as stored, problems located under ``feed_config``)."""
+    model = ReplayConfig if feed == "replay" else PassiveConfig
+    try:
+        parsed = model.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        return {}, [FieldError(path=f"feed_config.{e.path}" if e.path else "feed_config", message=e.message)
+                    for e in pydantic_errors(exc)]
+    return parsed.model_dump(mode="json", exclude_none=True), []
 
 
 Id = Annotated[str, Field(min_length=1, max_length=200)]
@@ -116,15 +157,14 @@ def parse_ingest(data: Any) -> list[IncomingComment]:
     """One comment (an object with ``text``) or a batch (``{"comments": [...]}``) → the comments, in order.
     Raises :class:`IngestInvalid` with every problem's path when any comment is bad (nothing is taken)."""
     if isinstance(data, dict) and "comments" in data:
-        model, prefix = IngestBatch, ""
+        model = IngestBatch
     elif isinstance(data, dict):
-        model, prefix = IncomingComment, ""
+        model = IncomingComment
     else:
         raise IngestInvalid([FieldError(path="", message="send one comment (an object with viewer_id and text) "
                                                          "or a batch: {\"comments\": [...]}")])
     try:
         parsed = model.model_validate(data)
     except ValidationError as exc:
-        raise IngestInvalid([FieldError(path=prefix + e.path, message=e.message)
-                             for e in pydantic_errors(exc, loc_format=format_loc)]) from None
+        raise IngestInvalid(pydantic_errors(exc, loc_format=format_loc)) from None
     return list(parsed.comments) if isinstance(parsed, IngestBatch) else [parsed]
