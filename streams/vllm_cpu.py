@@ -34,11 +34,11 @@ def vllm_available() -> bool:
 def vllm_argv(model_dir: str | Path, *, port: int, host: str = DEFAULT_HOST, served_model_name: str | None = None,
               enable_lora: bool = False, max_lora_rank: int = 16, max_loras: int = 4, max_model_len: int = 2048,
               tool_call_parser: str = "hermes", extra_args: list[str] | None = None,
-              python: str | None = None) -> list[str]:
+              python: str | None = None, dtype: str = "float32") -> list[str]:
     """argv that serves ``model_dir`` (its own chat template when it has one) with tool calling on."""
     model = str(Path(model_dir).resolve())
     argv = [python or vllm_python(), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-            "--host", host, "--port", str(port), "--dtype", "float32", "--max-model-len", str(max_model_len),
+            "--host", host, "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len),
             "--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser]
     template = Path(model) / "chat_template.jinja"
     if template.is_file():
@@ -133,3 +133,37 @@ def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HO
         raise
     return VllmServer(proc=proc, base_url=base, model=served_model_name or str(Path(model_dir).resolve()),
                       ready_s=time.monotonic() - t0, port=port)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m streams.vllm_cpu --model-dir DIR --port P [--enable-lora]``: become the vLLM server (exec, so a
+    supervisor's signals reach vLLM itself). ``--print`` shows the command line instead."""
+    import argparse
+    import shlex
+
+    parser = argparse.ArgumentParser(prog="python -m streams.vllm_cpu", description=main.__doc__)
+    parser.add_argument("--model-dir", default=str(DEMO_MODEL_DIR))
+    parser.add_argument("--host", default=DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--enable-lora", action="store_true", help="adapters loadable at run time too")
+    parser.add_argument("--max-lora-rank", type=int, default=16)
+    parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--kv-cache-gib", type=int, default=1)
+    parser.add_argument("--print", action="store_true", help="print the command line and exit")
+    args, extra = parser.parse_known_args(argv)
+    command = vllm_argv(args.model_dir, port=args.port, host=args.host, served_model_name=args.served_model_name,
+                        enable_lora=args.enable_lora, max_lora_rank=args.max_lora_rank,
+                        max_model_len=args.max_model_len, extra_args=extra)
+    env = vllm_env(runtime_lora_updating=args.enable_lora, kv_cache_gib=args.kv_cache_gib)
+    if args.print:
+        print(shlex.join(command))
+        return
+    if not vllm_available():
+        raise SystemExit(f"no vLLM environment at {vllm_python()}: run `make install` (it makes .venv-vllm)")
+    os.chdir(REPO)
+    os.execve(command[0], command, env)
+
+
+if __name__ == "__main__":
+    main()
