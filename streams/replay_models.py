@@ -20,7 +20,7 @@ from console.jobs import Job
 class SessionReplay(Job):
     job_kind = "session_replay"
     job_noun = "session replay"
-    job_task = "streams.session_replay"
+    job_task = "streams.replay_tasks.session_replay"
     job_queue = "gpu"  # batch work: never in front of preview or live turns
     job_resumable = True
     job_progress_every_s = 0.5

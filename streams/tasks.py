@@ -49,3 +49,4 @@ def preview_play_sweep_stalled() -> list[str]:
 
 from streams.live_tasks import *  # noqa: E402,F401,F403
 from streams.serving_tasks import *  # noqa: E402,F401,F403
+from streams.replay_tasks import *  # noqa: E402,F401,F403
