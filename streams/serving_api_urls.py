@@ -1,8 +1,15 @@
 """REST API routes of serving (added to console.api_urls)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from streams import serving_apis as apis
+
+urlpatterns: list = [
+    path("serving/profiles/", apis.ProfileListCreateApi.as_view(), name="api-serve-profile-list"),
+    path("serving/servers/", apis.ServerListLaunchApi.as_view(), name="api-server-list"),
+    path("serving/servers/<uuid:instance_id>/", apis.ServerDetailApi.as_view(), name="api-server-detail"),
+    path("serving/servers/<uuid:instance_id>/stop/", apis.ServerStopApi.as_view(), name="api-server-stop"),
+]
 
 # LoRA adapters and endpoint metrics (helper "lora": streams/adapter_apis.py, streams/metrics_apis.py)
 from streams import adapter_apis, metrics_apis  # noqa: E402

@@ -1,10 +1,18 @@
-"""serving pages (mounted by console.urls)."""
+"""serving pages (mounted at /serving/ by console.urls)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from streams import serving_views as views
 
 app_name = "serving"
 
-urlpatterns: list = []
+urlpatterns: list = [
+    path("", views.serving_index, name="index"),
+    path("profiles/", views.profile_create, name="profile_create"),
+    path("servers/", views.server_launch, name="launch"),
+    path("servers/<uuid:instance_id>/", views.server_detail, name="server"),
+    path("servers/<uuid:instance_id>/stop/", views.server_stop, name="stop"),
+]
 
 # LoRA adapters and metrics (helper "lora": streams/adapter_views.py, streams/metrics_views.py)
 from streams import adapter_views, metrics_views  # noqa: E402
