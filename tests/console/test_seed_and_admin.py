@@ -56,3 +56,27 @@ def test_admin_cannot_change_a_version(client):
     response = client.post(f"/admin/harness_editor/harnessversion/{version.pk}/change/",
                                  {"change_note": "edited in admin"})
     assert response.status_code == 403
+
+
+def test_seed_demo_registers_make_runs_server_and_the_live_deployment():
+    from console.models import AuditEvent
+    from streams.deployment_selectors import deployment_in_force
+    from streams.models import Deployment, ServeProfile, ServerInstance
+
+    call_command("seed_demo")
+    call_command("seed_demo")  # idempotent: one profile, one live server record, one deployment revision
+    profile = ServeProfile.objects.get(name="vllm-cpu")
+    assert profile.spec["kind"] == "vllm" and profile.spec["enable_lora"] and profile.spec["runtime_lora_updating"]
+    server = ServerInstance.objects.get(profile=profile)
+    assert (server.managed, server.status, server.endpoint.name) == (False, "ready", "local")
+    assert server.endpoint.base_url.endswith(":8011/v1") and server.model is not None
+    deployment = Deployment.objects.get(name="tiny-room-live")
+    revision = deployment.revisions.get()
+    assert (revision.status, revision.proposed_by.username, revision.decided_by.username) == (
+        "approved", "ivan", "carol")
+    in_force = deployment_in_force(deployment)
+    assert (in_force.version.harness.slug, in_force.version.number, in_force.label) == ("tiny-room", 1, "production")
+    assert [e.name for e in in_force.endpoints] == ["local"] and in_force.model == server.model
+    assert in_force.profile == profile
+    assert list(AuditEvent.objects.filter(scope="deployment:tiny-room-live").order_by("id")
+                .values_list("action", flat=True)) == ["deployment.create", "deployment.approve"]

