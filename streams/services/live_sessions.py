@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -248,22 +247,28 @@ def webhook_signature_check(*, secret: str, timestamp: str | None, signature: st
 # --- comments in --------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=64)
-def _viewer_hooks(version_id: int) -> tuple[Any, ...]:
-    """The enabled viewer_input hooks of a harness version (versions never change: cached per process)."""
-    from harness_editor.models import HarnessVersion
-
-    manifest = HarnessVersion.objects.get(pk=version_id).manifest()
-    return tuple(H.enabled_hooks(manifest, "viewer_input"))
+_HOOKS: dict[str, tuple[Any, ...]] = {}  # manifest content hash -> its enabled viewer_input hooks
 
 
-def _version_id_for(session: LiveSession) -> int | None:
+def _viewer_hooks(version) -> tuple[Any, ...]:
+    """The enabled viewer_input hooks of a harness version (by content hash: parsed once per process)."""
+    if version is None:
+        return ()
+    hooks = _HOOKS.get(version.content_hash)
+    if hooks is None:
+        if len(_HOOKS) >= 64:
+            _HOOKS.clear()
+        hooks = _HOOKS[version.content_hash] = tuple(H.enabled_hooks(version.manifest, "viewer_input"))
+    return hooks
+
+
+def _version_for(session: LiveSession):
     """The harness version whose viewer-input hooks filter comments now: the deployment's label resolved now,
     else the one the session last used."""
     try:
-        return deployment_in_force(session.deployment).version.pk
+        return deployment_in_force(session.deployment).version
     except DomainError:
-        return session.version_in_force_id
+        return session.version_in_force
 
 
 def _abuse_reason(hooks: Sequence[Any], comment: IncomingComment) -> str:
@@ -306,8 +311,7 @@ def live_comments_ingest(*, session: LiveSession, comments: Sequence[IncomingCom
         if locked.status != LiveSession.Status.LIVE:
             raise InvalidTransition(f"this live session already {locked.status}: it takes no more comments")
         handling = handling_from(locked.handling)
-        version_id = _version_id_for(locked)
-        hooks = _viewer_hooks(version_id) if version_id else ()
+        hooks = _viewer_hooks(_version_for(locked))
         now = time.time()
         received = timezone.now()
         keys = []
