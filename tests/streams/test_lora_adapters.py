@@ -360,6 +360,9 @@ def test_adapters_page_and_api_per_role(client, ml_staff, operator, outsider, vl
     assert page.status_code == 200 and b"tiny-lora-r8-0badc0de" in page.content
     assert b'data-testid="load"' not in page.content and b'data-testid="unload"' not in page.content
     assert client.get(f"/serving/servers/{uuid.uuid4()}/adapters/").status_code == 404
+    detail = client.get(f"/serving/servers/{instance.pk}/").content.decode()  # the server page loads the section
+    assert f'hx-get="{page_url}"' in detail and 'data-testid="adapters-slot"' in detail
+    assert 'data-testid="adapters-link">adapters (1)' in client.get("/serving/").content.decode()
     assert client.get(api_url).json()[0]["name"] == "tiny-lora-r8-0badc0de"
     assert client.post(api_url, {"adapter": str(adapter.pk)}, content_type="application/json").status_code == 403
     assert client.delete(f"{api_url}tiny-lora-r8-0badc0de").status_code == 403

@@ -133,6 +133,10 @@ def test_the_metrics_page_per_role(client, endpoints, operator, outsider, ml_sta
                                              status="ready", host="h", port=1, managed=False)
     one = client.get(f"/serving/servers/{instance.pk}/metrics/").content.decode()
     assert 'data-endpoint="vllm-cpu" data-up="1"' in one and "vllm-down" not in one
+    # the server pages (helper "serve") load it, and link to the metrics page from the list
+    detail = client.get(f"/serving/servers/{instance.pk}/").content.decode()
+    assert f'hx-get="/serving/servers/{instance.pk}/metrics/"' in detail and 'data-testid="metrics-slot"' in detail
+    assert 'data-testid="metrics-link"' in client.get("/serving/").content.decode()
     import uuid
 
     assert client.get(f"/serving/servers/{uuid.uuid4()}/metrics/").status_code == 404
