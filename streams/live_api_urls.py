@@ -15,3 +15,16 @@ urlpatterns: list = [
     path(S + "comments", live_apis.CommentIngestApi.as_view(), name="api-live-comments"),
     path(S + "webhook", live_apis.WebhookApi.as_view(), name="api-live-webhook"),
 ]
+
+# session replays and "save as evaluation set" (streams.replay_apis)
+from streams import replay_apis  # noqa: E402
+
+SR = S + "replays/<uuid:replay_id>/"
+urlpatterns += [
+    path(S + "replays/", replay_apis.ReplayListApi.as_view(), name="api-live-replay-list"),
+    path(SR, replay_apis.ReplayDetailApi.as_view(), name="api-live-replay-detail"),
+    path(SR + "turns/", replay_apis.ReplayTurnListApi.as_view(), name="api-live-replay-turns"),
+    path(SR + "cancel/", replay_apis.ReplayCancelApi.as_view(), name="api-live-replay-cancel"),
+    path(SR + "resume/", replay_apis.ReplayResumeApi.as_view(), name="api-live-replay-resume"),
+    path(S + "eval-set/", replay_apis.SaveEvalSetApi.as_view(), name="api-live-save-eval-set"),
+]

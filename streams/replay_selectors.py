@@ -19,7 +19,7 @@ from streams.models import LiveComment, LiveEvent, LiveSession
 from streams.replay_models import SessionReplay, SessionReplayTurn
 from streams.selectors import fold_turns
 
-HISTORY_TURNS_MAX = 20  # earlier turns rebuilt as history (the engine keeps the harness's history_turns of them)
+HISTORY_TURNS_MAX = 6  # spoken turns rebuilt as history, as the runner gives them (live_turns.HISTORY_TURNS)
 OUTCOMES = ("regressed", "improved", "changed", "unchanged", "skipped", "failed")
 
 
@@ -27,14 +27,18 @@ def live_session_get(*, session_id) -> LiveSession:
     return LiveSession.objects.select_related("room", "deployment__harness").get(pk=session_id)
 
 
-def _comments(turn: Mapping[str, Any], by_turn: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The comments a turn answered: the list its ``turn_started`` carries, else the session's comments the
-    runner put in that turn, else the engine's ``comment_received`` events."""
+def _comments(turn: Mapping[str, Any], by_turn: Mapping[str, list[dict[str, Any]]],
+              by_id: Mapping[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comments a turn answered: those its ``turn_started`` lists (comment dicts, or the session's comment
+    ids as the runner stores them), else the session's comments the runner put in that turn, else the engine's
+    ``comment_received`` events."""
     started = turn.get("started") or {}
     listed = started.get("comments")
-    if isinstance(listed, list) and listed and all(isinstance(c, Mapping) for c in listed):
-        rows = listed
-    else:
+    rows: list = []
+    if isinstance(listed, list) and listed:
+        rows = [c if isinstance(c, Mapping) else by_id.get(c) for c in listed]
+        rows = [c for c in rows if c is not None]
+    if not rows:
         rows = by_turn.get(turn["turn_id"]) or turn.get("comments") or []
     return [{"viewer": str(c.get("viewer") or "viewer"), "viewer_id": str(c.get("viewer_id") or c.get("viewer")
                                                                           or "viewer"),
@@ -43,50 +47,58 @@ def _comments(turn: Mapping[str, Any], by_turn: Mapping[str, list[dict[str, Any]
 
 def session_turns(*, session: LiveSession, answered_only: bool = True) -> list[dict[str, Any]]:
     """The session's turns in order (:func:`streams.selectors.fold_turns` of its events), each with
-    ``replay_comments``, ``replay_room`` (the state it started from, or None), ``replay_history`` (the chat
-    history it was given, or the earlier turns' comments and replies as said), ``spoken`` (the text said, when an
-    operator approved or edited it), ``rejected`` and ``not_replayable``. ``answered_only``: only the turns that
-    started and ended with a reply event."""
+    ``replay_comments``, ``replay_room`` (the state it started from, or None), ``replay_history`` (the chat history
+    it was given — as the runner builds it: the replies spoken before it started, with their comments — unless
+    ``turn_started`` carries it), ``spoken`` (the text said, when it was), ``rejected`` and ``not_replayable``.
+    ``answered_only``: only the turns that started and ended with a reply event."""
     rows = (LiveEvent.objects.filter(session=session).exclude(turn_id="").exclude(type="token").order_by("seq")
             .values("seq", "turn_id", "type", "payload"))
     spoken: dict[str, str] = {}
+    spoken_at: list[tuple[int, str]] = []  # (seq, turn id) of each reply spoken, in order
+    started_at: dict[str, int] = {}
     rejected: set[str] = set()
     engine_rows = []
     for row in rows:
         if row["type"] == "reply_spoken":
             spoken[row["turn_id"]] = str((row["payload"] or {}).get("text") or "")
+            spoken_at.append((row["seq"], row["turn_id"]))
         elif row["type"] == "reply_rejected":
             rejected.add(row["turn_id"])
         else:
+            if row["type"] == "turn_started":
+                started_at.setdefault(row["turn_id"], row["seq"])
             engine_rows.append(row)
     by_turn: dict[str, list[dict[str, Any]]] = {}
-    for c in LiveComment.objects.filter(session=session).exclude(turn_id="").order_by("id").values(
-            "turn_id", "viewer", "viewer_id", "text"):
-        by_turn.setdefault(c["turn_id"], []).append(c)
+    by_id: dict[Any, dict[str, Any]] = {}
+    for c in LiveComment.objects.filter(session=session).order_by("id").values("id", "turn_id", "viewer",
+                                                                               "viewer_id", "text"):
+        by_id[c["id"]] = c
+        if c["turn_id"]:
+            by_turn.setdefault(c["turn_id"], []).append(c)
     turns = [t for t in fold_turns(engine_rows) if t.get("started") is not None]
-    out, said = [], []  # said: (comments, reply) of earlier answered turns, for rebuilt history
+    comments_of = {t["turn_id"]: _comments(t, by_turn, by_id) for t in turns}
+    out = []
     for t in turns:
         started = t["started"] or {}
-        comments = _comments(t, by_turn)
+        comments = comments_of[t["turn_id"]]
         room = started.get("room")
-        reply = t.get("reply") or {}
         t["replay_comments"] = comments
         t["replay_room"] = room if isinstance(room, Mapping) and room else None
         history = started.get("history")
         if not (isinstance(history, list) and all(isinstance(m, Mapping) for m in history)):
             history = []
-            for cs, text in said[-HISTORY_TURNS_MAX:]:
-                history += [{"role": "user", "content": "\n".join(f"[{c['viewer']}] {c['text']}" for c in cs)},
-                            {"role": "assistant", "content": text}]
+            before = [tid for seq, tid in spoken_at if seq < started_at.get(t["turn_id"], 0) and tid != t["turn_id"]]
+            for tid in before[-HISTORY_TURNS_MAX:]:
+                said = by_turn.get(tid) or comments_of.get(tid) or []
+                if said and spoken.get(tid):
+                    history += [{"role": "user", "content": "\n".join(f"[{c['viewer']}] {c['text']}" for c in said)},
+                                {"role": "assistant", "content": spoken[tid]}]
         t["replay_history"] = [dict(m) for m in history]
         t["spoken"] = spoken.get(t["turn_id"])
         t["rejected"] = t["turn_id"] in rejected
         t["not_replayable"] = ("the turn did not record the room state it started from"
                                if t["replay_room"] is None else
                                "the turn recorded no comments" if not comments else "")
-        said_text = t["spoken"] if t["spoken"] is not None else ("" if t["rejected"] else reply.get("text") or "")
-        if comments and said_text:
-            said.append((comments, said_text))
         if answered_only and t.get("state") != "done":
             continue
         out.append(t)

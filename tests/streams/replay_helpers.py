@@ -72,8 +72,8 @@ def record_turn(session, version, *, backend, endpoint, comments: list[dict[str,
                 comments_in_started: bool = True) -> str:
     """One answered turn of ``session``, stored as the runner stores it; returns its turn id. ``spoken``: what an
     operator approved instead of the reply (default: the reply); ``rejected``: the operator rejected it;
-    ``with_room`` / ``comments_in_started``: leave the room state / the comment list out of ``turn_started`` (an
-    older or partial recording)."""
+    ``with_room`` / ``comments_in_started``: leave the room state / the comment ids out of ``turn_started`` (a
+    partial recording: the comments are then found by their turn id)."""
     from streams.engine.turn import run_turn
     from streams.models import LiveComment, LiveSession
     from streams.services.live_events import live_event_append
@@ -90,11 +90,10 @@ def record_turn(session, version, *, backend, endpoint, comments: list[dict[str,
             "text": row.text, "priority": 0, "status": "queued", "source": "api"})
     session = LiveSession.objects.get(pk=session.pk)
     before = copy.deepcopy(session.room_state)
-    started: dict[str, Any] = {"version": version_info(version), "revision": 1,
+    started: dict[str, Any] = {"version": version_info(version), "revision": 1, "label": "production",
                                "endpoint": {"name": endpoint.name, "model": endpoint.model}}
     if comments_in_started:
-        started["comments"] = [{"comment_id": r.pk, "viewer": r.viewer, "viewer_id": r.viewer_id, "text": r.text}
-                               for r in rows]
+        started["comments"] = [r.pk for r in rows]  # the session's comment ids, as the runner stores them
     else:
         started["comments"] = len(rows)
     if with_room:
