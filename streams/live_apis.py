@@ -201,7 +201,8 @@ class SessionSerializer(serializers.Serializer):
 
 
 class SessionDetailSerializer(SessionSerializer):
-    comments = serializers.DictField(child=serializers.IntegerField(), help_text="comments per status")
+    comments = serializers.DictField(source="comment_counts", child=serializers.IntegerField(),
+                                     help_text="comments per status")
     runner_id = serializers.CharField()
     runner_beat_at = serializers.DateTimeField(allow_null=True)
 
@@ -236,7 +237,7 @@ class TokenCreatedSerializer(TokenSerializer):
 
 
 def _detail(session: LiveSession) -> dict:
-    session.comments = selectors.live_comment_counts(session_id=session.pk)
+    session.comment_counts = selectors.live_comment_counts(session_id=session.pk)
     return SessionDetailSerializer(session).data
 
 
