@@ -62,10 +62,16 @@ def timeline(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "scope": scope,
-        "scopes": [(f"harness:{h.slug}", h.name) for h in selectors.harness_list()],
+        "scopes": [(f"harness:{h.slug}", h.name) for h in selectors.harness_list()] + _deployment_scopes(),
     }
     template = "console/timeline.html#events" if request.htmx else "console/timeline.html"
     return render(request, template, context)
+
+
+def _deployment_scopes() -> list[tuple[str, str]]:
+    from streams.models import Deployment
+
+    return [(f"deployment:{name}", title or name) for name, title in Deployment.objects.values_list("name", "title")]
 
 
 class SignInView(auth_views.LoginView):

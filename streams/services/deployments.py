@@ -275,7 +275,7 @@ def deployment_propose(*, user, deployment: Deployment, note: str = "", **change
         in_force = deployment.current_revision
         if in_force is not None and _same(fields, in_force):
             raise ValidationFailed("nothing changes", errors=[
-                {"path": "", "message": f"this is what r{in_force.number} already serves"}])
+                {"path": "", "message": f"nothing changes: this is what r{in_force.number} already serves"}])
         revision = _insert_revision(user=user, deployment=deployment, fields=fields, note=note)
         _audit(user=user, deployment=deployment, action="propose", revision=revision, to_state=Status.PROPOSED,
                comment=note, base_revision=base.number if base else None)
