@@ -92,7 +92,6 @@ class OverlayConsumer(StoredEventsConsumer):
         if not await self._token_ok():
             await self.close(code=CLOSE_FORBIDDEN)
             return None
-        self.approval = state["approve_before_speak"]
         return live_group(self.session_id)
 
     async def _token_ok(self) -> bool:
@@ -101,9 +100,12 @@ class OverlayConsumer(StoredEventsConsumer):
         return token is not None
 
     async def start_after(self, after: int | None) -> int:
-        if after is not None:
-            return max(after, 0)
-        return await database_sync_to_async(pages.live_overlay_start)(session_id=self.session_id)
+        if after is None:
+            after = await database_sync_to_async(pages.live_overlay_start)(session_id=self.session_id)
+        after = max(after, 0)
+        # the approval mode as it was there: events after it replay every change in order
+        self.approval = await database_sync_to_async(pages.live_approval_at)(session_id=self.session_id, seq=after)
+        return after
 
     def list_events(self, *, after: int, up_to: int | None, limit: int) -> list[dict[str, Any]]:
         return pages.live_event_list(session_id=self.session_id, after=after, up_to=up_to, limit=limit)

@@ -98,7 +98,7 @@ def live_session_log(*, session_id, up_to: int | None = None) -> list[dict[str, 
 def _live_turn(t: dict[str, Any], extra: list[dict[str, Any]]) -> dict[str, Any]:
     """What a live turn adds to a folded one: the reply as spoken (by the avatar or an operator), a reply waiting
     for approval or rejected, the harness version change it was the first turn of, faults during it."""
-    t.update(spoken=None, human=False, pending=None, rejected=None, version_changed=None, faults=[], queued=None)
+    t.update(spoken=None, human=False, pending=None, rejected=None, version_changed=None, faults=[])
     version = t.get("version")
     if isinstance(version, dict) and "harness" not in version:  # live turns name the harness by slug
         t["version"] = dict(version, harness=version.get("slug", ""))
@@ -117,8 +117,6 @@ def _live_turn(t: dict[str, Any], extra: list[dict[str, Any]]) -> dict[str, Any]
             t["version_changed"] = p
         elif kind in ("fault", "failover", "breaker"):
             t["faults"].append({"type": kind, **p})
-        elif kind == "turn_queued":
-            t["queued"] = p
     if t["spoken"] and t["state"] != "failed":
         t["state"] = "spoken"
     elif t["pending"]:
@@ -163,6 +161,20 @@ def live_overlay_start(*, session_id) -> int:
     return last_seq if ended else started["seq"] - 1
 
 
+def live_approval_at(*, session_id, seq: int) -> bool:
+    """Whether approve-before-speak was on just after event ``seq`` (the overlay's filter state where it starts):
+    the last ``approval_mode`` event up to it; before any, the opposite of the first one after it; with none, the
+    session's setting now."""
+    events = LiveEvent.objects.filter(session_id=session_id, type="approval_mode")
+    before = events.filter(seq__lte=seq).order_by("-seq").values_list("payload", flat=True).first()
+    if before is not None:
+        return bool(before.get("on"))
+    after = events.filter(seq__gt=seq).order_by("seq").values_list("payload", flat=True).first()
+    if after is not None:
+        return not after.get("on")
+    return bool(LiveSession.objects.filter(pk=session_id).values_list("approve_before_speak", flat=True).first())
+
+
 def live_overlay_token(*, session_id, secret: str) -> LiveToken | None:
     """The overlay token ``secret`` is, if it is one for this session and not revoked (None otherwise: a wrong
     secret, another session's, an ingest token and a revoked one are refused alike)."""
@@ -181,6 +193,6 @@ def live_is_pending(*, session_id, turn_id: str) -> bool:
     return any(p["turn_id"] == turn_id for p in live_pending_replies(session_id=session_id))
 
 
-__all__ = ["live_event_list", "live_is_pending", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
+__all__ = ["live_approval_at", "live_event_list", "live_is_pending", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
            "live_pending_replies", "live_queue", "live_session_log", "live_session_overview", "live_stream_start",
            "live_transcript"]

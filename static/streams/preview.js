@@ -1,6 +1,7 @@
 // The preview room: one WebSocket (ws/preview/<room>/?after=<last seq>) that delivers the room's stored
 // events and then live ones, a run of them per frame; this script renders them by type and sends the user's
-// actions. It reconnects with the last seq it rendered, so nothing is lost or shown twice. No dependencies.
+// actions. It reconnects with the last seq it rendered, so nothing is lost or shown twice. Turns are drawn by
+// turns.js (loaded before this script).
 (function () {
   "use strict";
   const root = document.getElementById("preview");
@@ -10,113 +11,19 @@
   const errorBox = $("preview-error");
   let lastSeq = 0, socket = null, retry = 0, closedForGood = false;
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else node.setAttribute(k, v);
-    }
-    for (const c of children) if (c != null) node.append(c);
-    return node;
-  }
-  const badge = (cls, text, attrs) => el("span", Object.assign({ class: "badge " + cls, text: text }, attrs || {}));
-  const ms = (v) => (v == null ? "—" : Math.round(v) + " ms");
-  const short = (v, n) => { const s = typeof v === "string" ? v : JSON.stringify(v); return s.length > n ? s.slice(0, n) + "…" : s; };
-
-  function turnCard(turnId) {
-    let card = feed.querySelector(`[data-turn="${turnId}"]`);
-    if (!card) {
-      card = el("article", { class: "card turn", "data-turn": turnId, "data-testid": "turn" },
-        el("div", { class: "head" }, el("span", { text: "turn " + turnId.slice(0, 8) }), el("span", { class: "meta" })),
-        el("div", { class: "comments" }), el("div", { class: "calls" }),
-        el("div", { class: "skills" }), el("ul", { class: "tools" }), el("div", { class: "hooks" }),
-        el("div", { class: "final" }), el("div", { class: "timings small muted", "data-testid": "timings" }));
-      feed.append(card);
-    }
-    return card;
-  }
-  function currentStream(card) {
-    let calls = card.querySelector(".calls"), last = calls.lastElementChild;
-    if (!last) { last = el("div", { class: "call" }, el("div", { class: "call-head", text: "model" }), el("div", { class: "stream", "data-testid": "stream" })); calls.append(last); }
-    return last.querySelector(".stream");
-  }
+  const { el } = window.hatTurns;  // turns.js: one turn's events drawn as a card (the live page draws them too)
+  const turns = window.hatTurns.create(feed, {
+    onReply: (card, ev) => root.dataset.saveCase  // "save as eval case": the page that turns this turn into a case
+      ? [el("a", { class: "button small", "data-testid": "save-as-case", text: "Save as eval case",
+          href: root.dataset.saveCase.replace("TURN_ID", encodeURIComponent(ev.turn_id)) })]
+      : [],
+  });
   function roomLog(text, cls) { log.append(el("li", { class: cls || "" }, text)); log.scrollTop = log.scrollHeight; }
   function showError(text) { errorBox.textContent = text; errorBox.hidden = !text; }
 
   function render(ev) {
-    const p = ev.payload || {};
-    if (!ev.turn_id) return renderRoom(ev, p);
-    const card = turnCard(ev.turn_id);
-    switch (ev.type) {
-      case "viewer_comment":
-        // who typed it is always shown: a viewer name is what the model sees, the sender is who is accountable
-        card.querySelector(".comments").append(el("div", { class: "comment", "data-testid": "comment" },
-          el("b", { text: p.viewer }), ": " + p.text, p.source === "scenario" ? el("span", { class: "small muted", text: `  (min ${p.minute})` }) : null,
-          p.sent_by ? el("span", { class: "small muted", "data-testid": "sent-by", text: `  sent by ${p.sent_by}` }) : null));
-        break;
-      case "turn_queued": // until turn_started: the turn waits for a free interactive runner
-        card.querySelector(".meta").replaceChildren(el("span", { class: "badge draft", "data-testid": "turn-queued",
-          text: "queued — waiting for the interactive runner" + (p.queued_behind ? ` (${p.queued_behind} turn(s) ahead)` : "") }));
-        break;
-      case "turn_started": {
-        const faults = Object.entries(p.faults || {}).map(([k, v]) => `${k}:${v}`).join(", ");
-        card.querySelector(".meta").textContent = `${p.version.harness} v${p.version.number} · ${p.endpoint.model} · minute ${p.minute}` + (faults ? ` · faults ${faults}` : "");
-        break;
-      }
-      case "model_request":
-        card.querySelector(".calls").append(el("div", { class: "call" },
-          el("div", { class: "call-head", text: `model call ${p.call_index + 1} (round ${p.round}${p.attempt > 1 ? ", retry " + p.attempt : ""})` }),
-          el("div", { class: "stream", "data-testid": "stream" })));
-        break;
-      case "token": {
-        const s = currentStream(card);
-        if (!s.textContent.trim() && !p.delta.trim()) { /* leading whitespace: nothing to show yet */ }
-        else if (p.channel === "reasoning") s.append(el("span", { class: "reasoning", text: p.delta }));
-        else s.append(document.createTextNode(p.delta));
-        card.dataset.tokens = String((+card.dataset.tokens || 0) + 1);
-        break;
-      }
-      case "tool_call":
-        card.querySelector(".tools").append(el("li", { "data-testid": "tool-call", "data-call": p.call_id },
-          el("code", { text: `${p.name}(${short(p.arguments ?? p.arguments_raw, 200)})` }), " ",
-          badge(p.valid ? "approved" : "rejected", p.valid ? "valid" : "invalid"),
-          p.error ? el("span", { class: "small", text: " " + p.error }) : null));
-        break;
-      case "tool_result": {
-        const li = card.querySelector(`[data-call="${p.call_id}"]`) || card.querySelector(".tools").appendChild(el("li"));
-        li.append(el("pre", { "data-testid": "tool-result", text: (p.fault ? `[fault ${p.fault}] ` : "") + (p.error ? "error: " + p.error : short(p.result, 600)) + `  (${ms(p.duration_ms)})` }));
-        break;
-      }
-      case "skill_loaded":
-        card.querySelector(".skills").append(badge(p.ok ? "label" : "rejected", `skill ${p.skill_id}${p.kind ? " · " + p.kind : ""}${p.ok ? "" : " (failed)"}`, { "data-testid": "skill" }));
-        break;
-      case "hook_result":
-        card.querySelector(".hooks").append(badge(p.passed ? "approved" : "rejected", `${p.hook_id} ${p.passed ? "pass" : "fail"}`,
-          { title: `${p.kind} at ${p.point}${p.detail ? ": " + p.detail : ""}`, "data-testid": "hook" }), " ");
-        break;
-      case "retry":
-        card.querySelector(".calls").append(el("div", { class: "small muted", text: `retry ${p.attempt} after ${p.hook_id}: ${p.message}` }));
-        break;
-      case "reply": {
-        const parts = [el("div", { class: "reply", "data-testid": "reply" }, p.text,
-          p.fallback ? badge("rejected", "fallback: " + p.reason) : null)];
-        if (root.dataset.saveCase) {  // "save as eval case": the page that turns this turn into a case
-          parts.push(el("a", { class: "button small", "data-testid": "save-as-case", text: "Save as eval case",
-            href: root.dataset.saveCase.replace("TURN_ID", encodeURIComponent(ev.turn_id)) }));
-        }
-        card.querySelector(".final").replaceChildren(...parts);
-        break;
-      }
-      case "timings":
-        card.querySelector(".timings").textContent = `TTFT ${ms(p.ttft_ms)} · model ${ms(p.model_ms)} · tools ${ms(p.tool_ms)} · engine ${ms(p.engine_ms)} · total ${ms(p.total_ms)} · ${p.model_calls} model call(s), ${p.retries} retries`;
-        break;
-      case "error":
-      case "turn_failed":
-        card.querySelector(".final").append(el("div", { class: "alert error small", "data-testid": "turn-error", text: `${p.stage || "turn"}: ${p.message}` }));
-        break;
-      default: break; // comment_received, prompt_built: shown through the events above
-    }
+    if (!ev.turn_id) return renderRoom(ev, ev.payload || {});
+    turns.render(ev); // comment_received, prompt_built and unknown types: shown through the events above
   }
 
   function setMinute(m) { const n = root.querySelector("[data-testid=room-minute]"); if (n && m != null) n.textContent = String(+(+m).toFixed(2)); }
