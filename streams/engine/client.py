@@ -14,8 +14,9 @@ a total deadline per request (checked between chunks; the worst case is bounded 
 read timeout).
 
 A caller with its own wall-clock budget (the turn engine's turn deadline) passes ``budget_s``: every timeout
-of the request is capped at it, and once the response has started a watchdog shuts the socket down when the
-budget runs out, so a stream that stalls mid-way is cut at the budget, not one read timeout later. Running
+of the request is capped at it, and once a connection is made (or the response has started on a reused one) a
+watchdog shuts the socket down when the budget runs out, so a slow connect, a server that never answers and a
+stream that stalls mid-way are all cut at the budget, not one read timeout later. Running
 out of the caller's budget is the error kind ``deadline`` (the endpoint's own limits stay ``timeout``).
 """
 
@@ -135,7 +136,8 @@ class _SpecialTokenFilter:
 class _Cutoff:
     """When one request must end: the endpoint's ``timeout_s`` or the caller's budget, whichever is first.
 
-    With a budget, :meth:`arm` starts a timer that shuts the response's socket down at the deadline: a read
+    With a budget, :meth:`trace` (a new connection) or :meth:`arm` (the response on a reused one) starts a
+    timer that shuts the socket down at the deadline: a read
     blocked on a stalled stream then returns at once (EOF or a network error) and :attr:`fired` tells the
     client it was cut, not finished."""
 
@@ -156,13 +158,22 @@ class _Cutoff:
             return ModelError("deadline", f"turn deadline reached: request cut after {self.limit_s:.3g} s")
         return ModelError("timeout", f"response not finished within {self.limit_s:g} s")
 
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: arm the watchdog as soon as a new connection is up. Otherwise a connect that
+        took most of the budget is followed by a wait for the headers capped at the whole budget again."""
+        if name == "connection.connect_tcp.complete" and self.by_budget:
+            stream = info.get("return_value")
+            self._arm(stream.get_extra_info("socket") if stream is not None else None)
+
     def arm(self, response: httpx.Response) -> None:
         if not self.by_budget:
             return
         stream = response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is None:  # a test transport: the capped read timeout and the per-chunk check still hold
-            return
+        self._arm(stream.get_extra_info("socket") if stream is not None else None)
+
+    def _arm(self, sock: socket.socket | None) -> None:
+        if sock is None or self._timer is not None:  # a test transport: the capped read timeout and the
+            return  # per-chunk check still hold; or armed already when the connection was made
 
         def cut() -> None:
             self.fired.set()
@@ -273,6 +284,7 @@ class OpenAIChatClient:
             ep, rest = self.endpoint, cutoff.limit_s
             read = min(ep.read_timeout_s or ep.timeout_s, rest)
             extra["timeout"] = httpx.Timeout(connect=min(ep.connect_timeout_s, rest), read=read, write=read, pool=read)
+            extra["extensions"] = {"trace": cutoff.trace}  # the watchdog from the moment a connection is made
         try:
             with self._http.stream("POST", self.url, json=body, **extra) as response:
                 cutoff.arm(response)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 import pytest
 
@@ -21,7 +22,7 @@ from streams.engine.breaker import (
     fault_kind,
     probe_endpoint,
 )
-from streams.engine.client import ModelEndpoint, ModelError
+from streams.engine.client import ModelEndpoint, ModelError, OpenAIChatClient
 from streams.engine.turn import run_turn
 from tests.streams.scripted_endpoint import (
     Scripted,
@@ -496,3 +497,57 @@ def test_breaker_changes_from_elsewhere_wait_for_the_callers_thread(scripted_end
 def test_needs_an_endpoint():
     with pytest.raises(ValueError):
         FailoverBackend([], None, BreakerBoard(background=False))
+
+
+# --- the engine's deadline when the connect itself is slow -------------------------------------------------------
+
+
+def test_a_slow_connect_does_not_add_a_read_timeout_past_the_deadline(greeter, engine_room):
+    """A listener whose accept queue is full drops the client's SYN; it gets in on a retransmission seconds later
+    and is then never answered. The turn still ends at its deadline: the client's watchdog is armed when the
+    connection is made, not when the headers arrive (before: deadline + up to one more budget)."""
+    import socket as S
+
+    srv = S.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # the queue holds one: the rest (and the client) are dropped and retransmit
+        s = S.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(s)
+    held, stop = [], threading.Event()
+
+    def drain():  # accept from 4 s on, never answer: the client's SYN retransmitted at ~7 s gets in
+        stop.wait(4.0)
+        srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    budget = 8.0
+    try:
+        client = OpenAIChatClient(ModelEndpoint(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=60,
+                                                connect_timeout_s=30))
+        start = time.monotonic()
+        r = run_turn(manifest=greeter, room=engine_room, comments=COMMENT, backend=client, deadline_s=budget)
+        elapsed = time.monotonic() - start
+        client.close()
+    finally:
+        stop.set()
+        t.join(5)
+        for s in fillers + held:
+            s.close()
+        srv.close()
+    assert held, "the client never got in: the scenario did not happen"
+    assert r.reason == "deadline_exceeded"
+    assert elapsed < budget + 3.5  # before the fix: connect (~7 s) + a full budget of waiting for headers
