@@ -192,6 +192,7 @@ TRAINING_CANCEL_GRACE_S = JOB_CANCEL_GRACE_S
 CELERY_BEAT_SCHEDULE = {
     "jobs-sweep-stalled": {"task": "console.jobs_sweep_stalled", "schedule": ENV.sweep_every_s},
     "preview-play-sweep-stalled": {"task": "streams.preview_play_sweep_stalled", "schedule": ENV.sweep_every_s},
+    "live-runners-sweep": {"task": "streams.live_runners_sweep", "schedule": ENV.sweep_every_s},
     "servers-check": {"task": "streams.servers_check", "schedule": ENV.sweep_every_s},
 }
 CELERY_TASK_SERIALIZER = "json"

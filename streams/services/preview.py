@@ -26,9 +26,10 @@ from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from streams import selectors
 from streams.engine.outbound import OutboundRefused
-from streams.events import TRACE, EventBatcher, publish_on_commit
+from streams.events import TRACE, publish_on_commit
 from streams.models import LiveRoom, ModelEndpoint, PreviewEvent, PreviewRoom, Scenario
 from streams.services.catalog import DEMO_ROOM_PATH, DEMO_ROOM_SLUG, _check_endpoint, model_endpoint_ensure_default
+from streams.services.turns import room_changes, room_changes_apply, turn_failed_payload, turn_run_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -392,41 +393,6 @@ def preview_member_remove(*, user, room: PreviewRoom, username: str):
     return member
 
 
-def _changes(before: Any, after: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
-    """The leaf changes from ``before`` to ``after`` (dict keys and list indexes as paths)."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        out = []
-        for key in after:
-            if key not in before:
-                out.append((path + (key,), after[key]))
-            else:
-                out.extend(_changes(before[key], after[key], path + (key,)))
-        return out
-    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        out = []
-        for i, (b, a) in enumerate(zip(before, after)):
-            out.extend(_changes(b, a, path + (i,)))
-        return out
-    return [] if before == after else [(path, after)]
-
-
-def _apply_changes(state: dict[str, Any], changes: list[tuple[tuple, Any]]) -> dict[str, Any]:
-    state = copy.deepcopy(state)
-    for path, value in changes:
-        if not path:
-            return copy.deepcopy(value)
-        target = state
-        try:
-            for key in path[:-1]:
-                target = target[key]
-            if isinstance(target, list) and path[-1] >= len(target):
-                continue
-            target[path[-1]] = copy.deepcopy(value)
-        except (KeyError, IndexError, TypeError):
-            continue  # the clock removed what the turn changed: the clock wins
-    return state
-
-
 def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | None = None):
     """Run one turn of a preview room with the ONE engine (:func:`streams.engine.run_turn`): the room's
     current harness version, room state, previous turns as history, the scenario's faults at the current
@@ -435,7 +401,6 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
     ``viewer_comment`` events. Returns the TurnResult, or None when the turn had already run or has no
     comments."""
     from streams.engine.client import OpenAIChatClient
-    from streams.engine.turn import run_turn
 
     room = selectors.preview_room_get(room_id=room_id)
     if PreviewEvent.objects.filter(room_id=room.pk, turn_id=turn_id, type="turn_started").exists():
@@ -468,45 +433,22 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
     try:  # checked again where it is called (a row edited since the room opened); the key is read here
         config = room.endpoint.as_config()
     except OutboundRefused as exc:
-        preview_event_append(room_id=room.pk, type="turn_failed", turn_id=turn_id,
-                             payload={"message": f"{type(exc).__name__}: {exc}"[:1000]})
+        preview_event_append(room_id=room.pk, type="turn_failed", turn_id=turn_id, payload=turn_failed_payload(exc))
         return None
 
-    # Every engine event is stored as emitted, in order, but a few per transaction and published message
-    # (streams.events.EventBatcher): what a viewer waits for goes at once (the request to the model, the first
-    # token of each model call, the turn's end), the rest within a short window. A caller's open transaction
-    # (tests) hides rows from other threads: then nothing is stored in the background.
-    batcher = EventBatcher(lambda batch: preview_event_append(room_id=room.pk, turn_id=turn_id, events=batch),
-                           background=not connection.in_atomic_block)
-    streaming = False  # a token of the current model call was already sent
-
-    def emit(event) -> None:
-        nonlocal streaming
-        first_token = event.type == "token" and not streaming
-        streaming = (streaming or first_token) and event.type != "model_request"
-        batcher.add(event.type, event.model_dump(mode="json"),
-                    urgent=first_token or event.type in ("model_request", "timings"))
-        if event.type == "timings":  # the engine's last event
-            batcher.close()
-
+    # Every engine event is stored as emitted, in order, a few per transaction and published message
+    # (streams.services.turns: the one implementation preview rooms and live sessions share).
     client = OpenAIChatClient(config)
     try:
-        result = run_turn(manifest=version.manifest, room=work, comments=comments, history=history,
-                          backend=client, emit=emit, faults=faults, turn_id=turn_id)
-    except Exception as exc:
-        try:
-            batcher.close()  # what the engine emitted before the failure is stored before turn_failed
-        except Exception:
-            logger.warning("storing the held events of failed turn %s failed", turn_id, exc_info=True)
-        preview_event_append(room_id=room.pk, type="turn_failed", turn_id=turn_id,
-                             payload={"message": f"{type(exc).__name__}: {exc}"[:1000]})
-        raise
+        result = turn_run_recorded(
+            append=lambda **kw: preview_event_append(room_id=room.pk, turn_id=turn_id, **kw), turn_id=turn_id,
+            manifest=version.manifest, room=work, comments=comments, history=history, backend=client, faults=faults)
     finally:
         client.close()
-    changes = _changes(before, work)
+    changes = room_changes(before, work)
     if changes:
         with transaction.atomic():
             locked = PreviewRoom.objects.select_for_update().get(pk=room.pk)
-            locked.room_state = _apply_changes(locked.room_state, changes)
+            locked.room_state = room_changes_apply(locked.room_state, changes)
             locked.save(update_fields=["room_state"])
     return result
