@@ -227,6 +227,9 @@ class TrainingJobForm(forms.Form):
     name = forms.CharField(max_length=120, required=False, help_text="default: '<stage> on <dataset>'")
     lora = forms.BooleanField(required=False, label="Train LoRA adapters",
                               help_text=StageConfig.model_fields["lora"].description)
+    lora_keep_adapter = forms.BooleanField(
+        required=False, label="Keep the adapter apart (not merged): load it into a running vLLM",
+        help_text=LoraSettings.model_fields["merge"].description)
     config_json = forms.CharField(required=False, label="More settings (JSON, optional)",
                                   widget=forms.Textarea(attrs={"rows": 4, "class": "code"}),
                                   help_text="other SFTStageConfig fields, e.g. {\"gradient_accumulation_steps\": 4}; "
@@ -304,6 +307,7 @@ class TrainingJobForm(forms.Form):
             config: dict[str, Any] = {name: d[name] for name in CONFIG_FIELDS}
             if d.get("lora"):
                 config["lora"] = {name: d[f"lora_{name}"] for name in LORA_FIELDS}
+                config["lora"]["merge"] = not d.get("lora_keep_adapter")
             config.update(d.get("config_json") or {})
         else:
             config = d.get("config_json") or {}
@@ -325,7 +329,8 @@ class TrainingJobForm(forms.Form):
             elif m and m.group(1) in from_json:
                 field, message = "config_json", f"{path}: {message}"
             elif m and m.group(1) == "lora":
-                field = f"lora_{m.group(2)}" if m.group(2) in LORA_FIELDS else "lora"
+                field = f"lora_{m.group(2)}" if m.group(2) in LORA_FIELDS else \
+                    "lora_keep_adapter" if m.group(2) == "merge" else "lora"
             elif m and m.group(1) in CONFIG_FIELDS:
                 field = m.group(1)
             if field is None:

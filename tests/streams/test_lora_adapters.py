@@ -395,3 +395,21 @@ def test_adapters_page_and_api_per_role(client, ml_staff, operator, outsider, vl
     assert sorted(steps) == [("server.adapter_load", "requested")] * 2 + [("server.adapter_unload", "requested")]
     client.logout()
     assert client.get(api_url).status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_launch_form_keeps_the_adapter_apart_when_asked(client, ml_staff, tmp_path, monkeypatch):
+    from tests.training_jobs.test_training_views import _form, _ready_dataset
+    from training_jobs import services, tasks
+    from training_jobs.models import TrainingJob
+
+    monkeypatch.setattr(tasks.training_job, "apply_async", lambda **kw: None)
+    hsa, base = _ready_dataset(ml_staff, tmp_path, "hsa", "hsa-ready"), services.demo_base_model()
+    client.force_login(ml_staff)
+    page = client.get("/training/new/").content.decode()
+    assert 'name="lora_keep_adapter"' in page and "Only the last stage of a pipeline may keep it apart" in page
+    assert client.post("/training/new/", _form(hsa, base, name="merged", lora="on", lora_r=8)).status_code == 302
+    assert client.post("/training/new/", _form(hsa, base, name="apart", lora="on", lora_r=8,
+                                               lora_keep_adapter="on")).status_code == 302
+    configs = {j.name: j.config["lora"] for j in TrainingJob.objects.all()}
+    assert configs["merged"]["merge"] is True and configs["apart"] == {**configs["merged"], "merge": False}
