@@ -69,9 +69,12 @@ def timeline(request: HttpRequest) -> HttpResponse:
 
 
 def _deployment_scopes() -> list[tuple[str, str]]:
-    from streams.models import Deployment
+    # read from the timeline itself: console imports nothing from streams (the registry imports console.views)
+    from console.models import AuditEvent
 
-    return [(f"deployment:{name}", title or name) for name, title in Deployment.objects.values_list("name", "title")]
+    scopes = (AuditEvent.objects.filter(scope__startswith="deployment:").order_by("scope")
+              .values_list("scope", flat=True).distinct())
+    return [(scope, scope.split(":", 1)[1]) for scope in scopes]
 
 
 class SignInView(auth_views.LoginView):

@@ -242,3 +242,23 @@ def test_label_move_for_rollback_needs_a_reason(deploy_world, operator):
     with pytest.raises(ValueError):
         harness_services.label_move_for_rollback(user=operator, harness=deploy_world["harness"], name="production",
                                                  version=deploy_world["v2"], comment="x", reason={})
+
+
+def test_in_force_with_an_adapter_uses_the_endpoints_that_have_it_loaded(deploy_world, ml_staff, reviewer):
+    """Requests carry the adapter's LoRA name where a ready server behind the endpoint has it loaded; an endpoint
+    without it is left out of the failover list (it would answer with the base model)."""
+    from streams.models import ServerInstance
+
+    w = deploy_world
+    deployment = _create(ml_staff, w, endpoints=[w["ep_b"], w["ep_a"]], model=w["base"], adapter=w["adapter"])
+    deployments.deployment_approve(user=reviewer, revision=deployment.revisions.get())
+    deployment.refresh_from_db()
+    ServerInstance.objects.create(profile=w["vllm"], endpoint=w["ep_a"], model=w["base"], model_path="/m",
+                                  status="ready", adapters=[{"name": "hat-lora-1", "path": "/a",
+                                                             "model_id": str(w["adapter"].pk)}])
+    ServerInstance.objects.create(profile=w["vllm"], endpoint=w["ep_b"], model=w["base"], model_path="/m",
+                                  status="ready", adapters=[])
+    in_force = deployment_in_force(deployment)
+    assert [e.name for e in in_force.endpoints] == ["ep-a"]
+    assert in_force.request_model == "hat-lora-1" and in_force.adapter == w["adapter"]
+    assert in_force.describe()["adapter"] == "demo-lora"
