@@ -9,6 +9,7 @@ replay all call :func:`run_turn`. Modules:
 - :mod:`~streams.engine.hooks` — one pure function per manifest hook kind
 - :mod:`~streams.engine.toolcalls` — native and Hermes text tool calls, ``<think>`` stripping
 - :mod:`~streams.engine.faults` — ``ToolFault`` and how a fault wraps a binding call
+- :mod:`~streams.engine.breaker` — ``FailoverBackend``, ``BreakerBoard``, ``CircuitBreaker``: endpoint faults
 - :mod:`~streams.engine.outbound` — ``check_url``, ``OutboundRefused``: the one check of every outbound target
 
 Names are re-exported lazily, so ``import streams.engine.faults`` stays light.
@@ -33,6 +34,9 @@ _EXPORTS = {
     "event_adapter": "events",
     "events_adapter": "events",
     "ToolFault": "faults",
+    "FailoverBackend": "breaker",
+    "BreakerBoard": "breaker",
+    "CircuitBreaker": "breaker",
     "check_url": "outbound",
     "OutboundRefused": "outbound",
 }

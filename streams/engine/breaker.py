@@ -17,8 +17,8 @@ next endpoint of a deployment (issue 12 §5). Plain Python, no Django.
 
 Events (through ``on_event(type, payload)``, always in the thread that calls ``stream_chat`` or ``poll_events``):
 ``fault`` {kind: endpoint_down | endpoint_slow | endpoint_error | endpoints_unavailable, endpoint, message,
-mid_stream}, ``failover`` {from, to, reason: failed | open | recovered} (when the endpoint it moved to starts answering), ``breaker`` {endpoint, state: open |
-half_open | closed, failures, retry_in_s}.
+mid_stream}; ``failover`` {from, to, reason: failed | open | recovered}, told when the endpoint it moved to starts
+answering; ``breaker`` {endpoint, state: open | half_open | closed, failures, retry_in_s}.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from streams.engine.client import ChatDelta, ModelEndpoint, ModelError, OpenAICh
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 SAMPLING_KEYS = ("temperature", "max_tokens", "top_p", "seed", "stop")  # what OpenAIChatClient.stream_chat takes
+DEFAULT_MAX_COOLDOWN_S = 30.0  # the longest a recovered endpoint waits for its probe (after a long outage)
 MIN_BLAMED_BUDGET_S = 1.0  # a request cut by the turn's deadline blames its endpoint only if it had this long
 
 Clock = Callable[[], float]
@@ -56,8 +57,10 @@ class CircuitBreaker:
     lock, in the thread that caused it."""
 
     def __init__(self, key: str, *, failure_threshold: int = 3, cooldown_s: float = 5.0,
-                 max_cooldown_s: float = 60.0, clock: Clock = time.monotonic,
+                 max_cooldown_s: float | None = None, clock: Clock = time.monotonic,
                  on_change: Callable[[CircuitBreaker, str, str], None] | None = None):
+        if max_cooldown_s is None:
+            max_cooldown_s = max(DEFAULT_MAX_COOLDOWN_S, cooldown_s)
         if failure_threshold < 1 or cooldown_s <= 0 or max_cooldown_s < cooldown_s:
             raise ValueError("failure_threshold >= 1 and 0 < cooldown_s <= max_cooldown_s")
         self.key = key
@@ -185,7 +188,7 @@ class BreakerBoard:
     the caller's thread (FailoverBackend calls it before each request, bounded by the request's budget).
     ``probe`` replaces :func:`probe_endpoint` (tests). Listeners (:meth:`subscribe`) get every transition."""
 
-    def __init__(self, *, failure_threshold: int = 3, cooldown_s: float = 5.0, max_cooldown_s: float = 60.0,
+    def __init__(self, *, failure_threshold: int = 3, cooldown_s: float = 5.0, max_cooldown_s: float | None = None,
                  probe_timeout_s: float = 2.0, clock: Clock = time.monotonic, probe: ProbeFn | None = None,
                  background: bool = True):
         self.failure_threshold = failure_threshold
@@ -246,6 +249,12 @@ class BreakerBoard:
             b.end_probe(ok, seen)
             out.append((key, ok))
         return out
+
+    def ensure_probing(self) -> None:
+        """With ``background``: make sure the probe thread runs while a breaker is open (it may be gone, e.g. in a
+        forked worker: threads do not survive a fork)."""
+        if self.background and any(b.state != CLOSED for b in list(self._breakers.values())):
+            self._ensure_thread()
 
     def close(self) -> None:
         """Stop the probe thread (tests; a process's board lives as long as the process)."""
@@ -386,6 +395,7 @@ class FailoverBackend:
         self._lock = threading.Lock()
         self._pending: deque[tuple[str, dict[str, Any]]] = deque()
         self._last_served: str = routes[0].name
+        self._told: dict[str, str] = {}  # endpoint name -> the breaker state last delivered
         for r in routes:
             self.board.breaker(r.endpoint)
         self.board.subscribe(self)
@@ -402,6 +412,8 @@ class FailoverBackend:
         if not self.board.background:
             left = remaining()
             self.board.probe_due(None if left is None else max(0.05, min(self.board.probe_timeout_s, left / 4)))
+        elif any(not self.board.breaker(r.key).allow() for r in self.routes):
+            self.board.ensure_probing()
         self.poll_events()
         kwargs = {k: v for k, v in sampling.items() if k in SAMPLING_KEYS}
         failed: Route | None = None
@@ -469,15 +481,24 @@ class FailoverBackend:
                                                   "retry_in_s": snap["retry_in_s"]}))
 
     def poll_events(self) -> int:
-        """Deliver queued breaker events to ``on_event`` now (in this thread); how many."""
-        n = 0
+        """Deliver queued breaker events to ``on_event`` now (in this thread); how many. Per endpoint only the
+        latest state is told, and only when it differs from the last one told (failed probes between two polls,
+        half_open → open → half_open → open, are not repeated)."""
+        latest: dict[str, dict[str, Any]] = {}
         while True:
             try:
-                kind, payload = self._pending.popleft()
+                _, payload = self._pending.popleft()
             except IndexError:
-                return n
-            self._emit(kind, payload)
-            n += 1
+                break
+            latest.pop(payload["endpoint"], None)  # keep the order of the latest changes
+            latest[payload["endpoint"]] = payload
+        n = 0
+        for name, payload in latest.items():
+            if self._told.get(name) != payload["state"]:
+                self._told[name] = payload["state"]
+                self._emit("breaker", payload)
+                n += 1
+        return n
 
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:

@@ -364,8 +364,8 @@ def test_open_breaker_is_skipped_then_a_probe_brings_it_back(scripted_endpoint, 
     clock.advance(5)  # the cool-down is over: the next call probes a first (background=False)
     assert text(fb, budget_s=10) == "a is back"
     assert scripted_endpoint.probes == ["/health"]
-    assert rec.types() == ["breaker", "breaker", "failover"]
-    assert [p["state"] for p in rec.of("breaker")] == ["half_open", "closed"]
+    assert rec.types() == ["breaker", "failover"]  # half_open then closed before the call: the latest is told
+    assert rec.of("breaker") == [{"endpoint": "a", "state": "closed", "failures": 0, "retry_in_s": None}]
     assert rec.of("failover") == [{"from": "b", "to": "a", "reason": "recovered"}]
     fb.close()
     fresh.close()
@@ -494,6 +494,26 @@ def test_breaker_changes_from_elsewhere_wait_for_the_callers_thread(scripted_end
     assert rec.of("breaker")[0]["state"] == "open" and rec.threads == {threading.get_ident()}
 
 
+def test_failed_probes_between_two_polls_are_not_repeated(clock):
+    board = BreakerBoard(failure_threshold=1, cooldown_s=1, clock=clock, probe=lambda e, t: (False, "refused"),
+                         background=False)
+    rec = Recorder()
+    fb = backend([("a", config("http://127.0.0.1:9/v1")), ("b", config("http://127.0.0.1:8/v1"))], board, rec)
+    board.breaker("http://127.0.0.1:9/v1").record_failure("down")
+    assert fb.poll_events() == 1 and [p["state"] for p in rec.of("breaker")] == ["open"]
+    for _ in range(3):  # half_open -> open, three times
+        clock.advance(10)
+        board.probe_due()
+    assert fb.poll_events() == 0
+    board.probe = lambda e, t: (True, "200")
+    clock.advance(10)
+    board.probe_due()
+    board.breaker("http://127.0.0.1:8/v1").record_failure("down")
+    assert fb.poll_events() == 2
+    assert [(p["endpoint"], p["state"]) for p in rec.of("breaker")] == [("a", "open"), ("a", "closed"),
+                                                                         ("b", "open")]
+
+
 def test_needs_an_endpoint():
     with pytest.raises(ValueError):
         FailoverBackend([], None, BreakerBoard(background=False))
@@ -551,3 +571,18 @@ def test_a_slow_connect_does_not_add_a_read_timeout_past_the_deadline(greeter, e
     assert held, "the client never got in: the scenario did not happen"
     assert r.reason == "deadline_exceeded"
     assert elapsed < budget + 3.5  # before the fix: connect (~7 s) + a full budget of waiting for headers
+
+
+def test_probing_resumes_when_the_probe_thread_is_gone(scripted_endpoint, second_endpoint):
+    """A forked worker inherits open breakers but not the board's thread: the next call starts it again."""
+    board = BreakerBoard(failure_threshold=1, cooldown_s=0.2, max_cooldown_s=0.4)
+    try:
+        board.close()  # no thread can start now: an open breaker stays open...
+        board.breaker(config(scripted_endpoint.base_url)).record_failure("down")
+        second_endpoint.add(reply("b"))
+        fb = backend([("a", config(scripted_endpoint.base_url)), ("b", config(second_endpoint.base_url))], board)
+        board._stopped = False  # ...until the next call finds no thread probing
+        assert text(fb, budget_s=10) == "b"
+        assert wait_until(lambda: board.breaker(scripted_endpoint.base_url).state == CLOSED, 10)
+    finally:
+        board.close()
