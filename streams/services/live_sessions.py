@@ -146,7 +146,8 @@ def live_session_end(*, user, session: LiveSession, reason: str = "") -> LiveSes
                                                           reason="the session ended")
         events = [("comment_status", {"comment_id": pk, "status": LiveComment.Status.EXPIRED,
                                       "reason": "the session ended"}) for pk in queued]
-        events.append(("session_ended", {"by": user.get_username(), "reason": (reason or "ended by an operator")[:200]}))
+        events.append(("session_ended", {"by": user.get_username(),
+                                          "reason": (reason or "ended by an operator")[:200]}))
         live_event_append(session_id=locked.pk, events=events)
         audit_record(actor=user, action="live_session.ended", scope=_scope(locked),
                      target=f"live_session:{locked.pk}", from_state=LiveSession.Status.LIVE,
