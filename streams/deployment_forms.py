@@ -16,9 +16,7 @@ ENDPOINTS_HELP = "model endpoint names in failover order, comma-separated (the f
 
 
 def _models(*, adapters: bool) -> list[tuple[str, str]]:
-    qs = TrainedModel.objects.order_by("name")
-    if hasattr(TrainedModel, "is_adapter"):
-        qs = qs.filter(is_adapter=adapters)
+    qs = TrainedModel.objects.filter(is_adapter=adapters).order_by("name")
     return [("", "(none)")] + [(str(m.pk), f"{m.name} ({m.get_kind_display()})") for m in qs[:500]]
 
 

@@ -76,10 +76,6 @@ def revision_describe(revision: DeploymentRevision) -> dict[str, Any]:
 # --- input: names or rows -> rows, every problem located -----------------------------------------------------------
 
 
-def _is_adapter(model: TrainedModel) -> bool:
-    return bool(getattr(model, "is_adapter", False))  # TrainedModel.is_adapter comes with LoRA training
-
-
 def _trained_model(value, path: str, errors: list[dict]) -> TrainedModel | None:
     if value is None or value == "":
         return None
@@ -156,11 +152,11 @@ def _resolve(*, harness: Harness, label, serve_profile, endpoints, model, adapte
     # model and adapter: the adapter is a LoRA adapter of the model, served by a profile that enables LoRA
     base = _trained_model(model, "model", errors)
     lora = _trained_model(adapter, "adapter", errors)
-    if base is not None and _is_adapter(base):
+    if base is not None and base.is_adapter:
         errors.append({"path": "model", "message": f"{base.name!r} is a LoRA adapter: give it as the adapter and "
                                                    "its base as the model"})
     if lora is not None:
-        if hasattr(TrainedModel, "is_adapter") and not _is_adapter(lora):
+        if not lora.is_adapter:
             errors.append({"path": "adapter", "message": f"{lora.name!r} is a full model, not a LoRA adapter"})
         elif base is not None and base.pk not in {m.pk for m in lora.lineage()[:-1]}:
             errors.append({"path": "adapter", "message": f"{lora.name!r} is not an adapter of {base.name!r}"})

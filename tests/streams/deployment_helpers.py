@@ -12,16 +12,8 @@ from console import roles
 
 
 @pytest.fixture
-def operator2(db, django_user_model):
-    from django.contrib.auth.models import Group
-
-    user = django_user_model.objects.create_user(username="op_oscar", password="x-pass-123")
-    user.groups.add(Group.objects.get(name=roles.OPERATOR))
-    return user
-
-
-@pytest.fixture
 def ml_lead2(db, django_user_model):
+    """A second ML lead: reviews what the first proposed."""
     from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user(username="ml_lena", password="x-pass-123")
@@ -55,10 +47,7 @@ def deploy_world(manager, reviewer, ml_staff, demo_manifest):
     base = TrainedModel.objects.create(name="demo-tiny", kind="base", path="/tmp/hat/deploy/demo-tiny")
     tuned = TrainedModel.objects.create(name="demo-sft", kind="sft", path="/tmp/hat/deploy/demo-sft", parent=base)
     adapter = TrainedModel.objects.create(name="demo-lora", kind="sft", path="/tmp/hat/deploy/demo-lora",
-                                          parent=base)
-    if hasattr(TrainedModel, "is_adapter"):
-        adapter.is_adapter = True
-        adapter.save()
+                                          parent=base, is_adapter=True)
     other = TrainedModel.objects.create(name="other-base", kind="base", path="/tmp/hat/deploy/other")
     return {"harness": harness, "v1": v1, "v2": v2, "vllm": vllm, "plain": plain, "ep_a": ep_a, "ep_b": ep_b,
             "far": far, "base": base, "tuned": tuned, "adapter": adapter, "other": other}

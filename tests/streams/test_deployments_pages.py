@@ -10,7 +10,7 @@ from console.models import AuditEvent
 from harness_editor import services as harness_services
 from harness_editor.models import Label
 from streams.services import deployments
-from tests.streams.deployment_helpers import deploy_world, deployed, live_session_on, ml_lead2, operator2  # noqa: F401
+from tests.streams.deployment_helpers import deploy_world, deployed, live_session_on  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

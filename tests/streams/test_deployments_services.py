@@ -14,7 +14,7 @@ from harness_editor.selectors import label_history
 from streams.deployment_selectors import deployment_in_force, revision_diff
 from streams.models import DeploymentRevision
 from streams.services import deployments
-from tests.streams.deployment_helpers import deploy_world, deployed, live_session_on, ml_lead2, operator2  # noqa: F401
+from tests.streams.deployment_helpers import deploy_world, deployed, live_session_on, ml_lead2  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -159,7 +159,7 @@ def test_adapter_rules(deploy_world, ml_staff):
     assert "does not enable LoRA" in _paths(exc)["adapter"]
     with pytest.raises(ValidationFailed) as exc:
         _create(ml_staff, w, model=w["base"], adapter=str(w["tuned"].pk))  # a full model is no adapter
-    assert "not a LoRA adapter" in _paths(exc)["adapter"] or "not an adapter" in _paths(exc)["adapter"]
+    assert "is a full model, not a LoRA adapter" in _paths(exc)["adapter"]
     deployment = _create(ml_staff, w, model=w["base"], adapter=w["adapter"])
     assert deployment.revisions.get().adapter == w["adapter"]
 
