@@ -23,7 +23,7 @@ websocket_urlpatterns: list = [
 ingest_websocket_urlpatterns = [
     path("ws/live/<uuid:session_id>/ingest/", LiveIngestConsumer.as_asgi()),
 ]
-_INGEST_PATH = re.compile(r"^/?ws/live/[^/]+/ingest/?$")
+_INGEST_PATH = re.compile(r"^/?ws/live/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/ingest/$")
 
 
 def with_token_ingest(app):
