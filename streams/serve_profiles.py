@@ -144,7 +144,9 @@ class ServeProfile(ServeSpec):
         return env
 
     def command_line(self, python: str | None = None) -> str:
-        """A shell line (env assignments + quoted argv), for display and copy-paste."""
+        """A shell line (env assignments + quoted argv), for display and copy-paste: run from the project's root
+        (vLLM's interpreter is the vLLM environment's, ``.venv-vllm/bin/python``; on a GPU host, one with ``vllm``)."""
+        python = python or (".venv-vllm/bin/python" if self.kind == "vllm" else "python")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env().items()))
         return f"{env} {shlex.join(self.argv(python))}".strip()
 

@@ -320,8 +320,8 @@ def model_serve(request: HttpRequest, model_id) -> HttpResponse:
             notice = "Stopping its server on the worker."
         else:
             services.model_serve_start(user=request.user, model=model)
-            notice = "Starting a local server on a worker: its endpoint appears here (reload) and in the preview " \
-                     "room in a few seconds."
+            notice = "Starting a local server (vLLM, the default CPU serve profile) on a serve worker: its endpoint " \
+                     "appears here (reload) and in the preview room when it is ready (about 90 s; see Serving)."
     except DomainError as exc:
         return _model_page(request, model, error=exc, status=exc.status_code)
     messages.info(request, notice)

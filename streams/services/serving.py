@@ -182,8 +182,21 @@ def server_run(instance_id) -> ServerInstance:
         stop_process_group(server.proc.pid)
         _fail_unless_stopping(instance.pk, f"the console may not call {server.openai_base_url}: {exc}")
         return ServerInstance.objects.get(pk=instance.pk)
+    try:
+        instance = _mark_ready(instance.pk, spec, server)
+    except BaseException as exc:  # a server nobody records is a server nobody stops
+        stop_process_group(server.proc.pid)
+        _fail_unless_stopping(instance.pk, f"{type(exc).__name__}: {exc}")
+        raise
+    logger.info("server %s ready on %s:%s after %.1f s", instance.pk, instance.host, instance.port, server.ready_s)
+    return instance
+
+
+def _mark_ready(instance_id, spec: ServeSpec, server) -> ServerInstance:
+    """Register (or refresh) the server's endpoint and mark it READY, unless a stop came during the start."""
     with transaction.atomic():
-        instance = ServerInstance.objects.select_for_update().select_related("profile", "model").get(pk=instance.pk)
+        instance = ServerInstance.objects.select_for_update(of=("self",)).select_related("profile", "model") \
+            .get(pk=instance_id)
         if instance.status != ServerInstance.Status.STARTING:  # a stop came during the start: the stop task ends it
             return instance
         kind = ModelEndpoint.Kind.VLLM if spec.kind == "vllm" else ModelEndpoint.Kind.LOCAL
@@ -198,7 +211,6 @@ def server_run(instance_id) -> ServerInstance:
         if instance.model is not None:  # the model page shows where it is served (and the preview room offers it)
             type(instance.model).objects.filter(pk=instance.model_id).update(
                 endpoint=endpoint, serve_pid=instance.pid, serve_host=instance.host)
-    logger.info("server %s ready on %s:%s after %.1f s", instance.pk, instance.host, instance.port, server.ready_s)
     return instance
 
 

@@ -31,8 +31,10 @@ def sent(monkeypatch):
     """Celery sends (training, serving), recorded instead of queued."""
     out = []
     monkeypatch.setattr(tasks.training_job, "apply_async", lambda args, queue, task_id: out.append(("train", args)))
-    monkeypatch.setattr(tasks.model_serve, "apply_async", lambda args, queue: out.append(("serve", args)))
-    monkeypatch.setattr(tasks.model_serve_stop, "apply_async", lambda args, queue: out.append(("stop", args)))
+    from streams import serving_tasks  # the model page serves through serve profiles (streams.services.serving)
+
+    monkeypatch.setattr(serving_tasks.server_run, "apply_async", lambda args, queue: out.append(("serve", args)))
+    monkeypatch.setattr(serving_tasks.server_stop, "apply_async", lambda args, queue: out.append(("stop", args)))
     return out
 
 
@@ -120,10 +122,15 @@ def test_pages_give_an_ml_lead_the_buttons(client, erin, ml_lead, sent, django_c
 def test_a_model_server_is_stopped_by_who_started_it_its_owner_or_an_ml_lead(client, erin, ml_staff, ml_staff2,
                                                                             ml_lead, sent,
                                                                             django_capture_on_commit_callbacks):
+    from streams.models import ServerInstance
+
     base = erin["base"]  # the demo base model: nobody owns it
     services.model_serve_start(user=ml_staff, model=base)
     base.endpoint = ModelEndpoint.objects.create(name="model-demo", base_url="http://127.0.0.1:9/v1", model="demo")
     base.save(update_fields=["endpoint"])
+    instance = ServerInstance.objects.get(model=base)  # a serve worker on host-b runs it
+    ServerInstance.objects.filter(pk=instance.pk).update(status="ready", host="host-b", pid=1,
+                                                         endpoint=base.endpoint)
     client.force_login(ml_staff2)
     page = client.get(f"/models/{base.pk}/").content.decode()
     assert 'data-testid="unserve"' not in page and 'data-testid="not-yours"' in page
@@ -137,7 +144,7 @@ def test_a_model_server_is_stopped_by_who_started_it_its_owner_or_an_ml_lead(cli
         assert 'data-testid="unserve"' in client.get(f"/models/{base.pk}/").content.decode()
         with django_capture_on_commit_callbacks(execute=True):
             services.model_unserve(user=user, model=base)
-    assert sent == [("stop", (str(base.pk),))] * 2
+    assert sent == [("stop", (str(instance.pk),))] * 2  # to serve.host-b, the host running it
     assert list(AuditEvent.objects.filter(action="model.unserve").order_by("id")
                 .values_list("actor__username", flat=True)) == ["ml_ivan", "ml_erin"]
 

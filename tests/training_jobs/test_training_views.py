@@ -349,7 +349,7 @@ def test_registry_lists_every_model_with_its_lineage(client, reviewer, finished,
     assert 'data-testid="endpoint">model-rl<' in detail.content.decode()
     page = client.get(f"/models/{sft.pk}/").content.decode()
     assert "/tmp/runs/x/sft/final" in page and "train_loss" in page and "rl-on-top" in page
-    assert "vllm serve /tmp/runs/x/sft/final" in page and 'data-testid="endpoint"' not in page
+    assert "vllm.entrypoints.openai.api_server --model /tmp/runs/x/sft/final" in page and 'data-testid="endpoint"' not in page
 
 
 def test_model_lineages_cost_one_query_per_generation(django_assert_num_queries, base, ml_staff):
@@ -436,11 +436,17 @@ def test_admin_shows_jobs_and_models_read_only(client, finished):
 @pytest.mark.django_db
 def test_serve_and_stop_buttons_queue_the_worker_tasks(client, ml_staff, manager, monkeypatch,
                                                        django_capture_on_commit_callbacks):
-    from training_jobs import services, tasks
+    """Serve launches the default CPU serve profile on the serve queue; Stop goes to the queue of the host that
+    runs the server (streams.services.serving)."""
+    from streams import serving_tasks
+    from streams.models import ModelEndpoint, ServerInstance
+    from training_jobs import services
 
     sent = []
-    monkeypatch.setattr(tasks.model_serve, "apply_async", lambda args, queue: sent.append(("serve", args, queue)))
-    monkeypatch.setattr(tasks.model_serve_stop, "apply_async", lambda args, queue: sent.append(("stop", args, queue)))
+    monkeypatch.setattr(serving_tasks.server_run, "apply_async",
+                        lambda args, queue: sent.append(("serve", args, queue)))
+    monkeypatch.setattr(serving_tasks.server_stop, "apply_async",
+                        lambda args, queue: sent.append(("stop", args, queue)))
     model = services.demo_base_model()
     client.force_login(manager)  # sees the registry, may not serve
     page = client.get(f"/models/{model.pk}/").content.decode()
@@ -452,11 +458,19 @@ def test_serve_and_stop_buttons_queue_the_worker_tasks(client, ml_staff, manager
         response = client.post(f"/models/{model.pk}/serve/", follow=True)
     assert response.redirect_chain == [(f"/models/{model.pk}/", 302)]  # a reload does not serve it again
     assert "Starting a local server" in response.content.decode()
+    instance = ServerInstance.objects.get(model=model)
+    assert instance.profile.name == "cpu-default" and instance.profile.spec["kind"] == "vllm"
+    # a serve worker on host-b started it and registered its endpoint (streams.services.serving.server_run)
+    endpoint = ModelEndpoint.objects.create(name="cpu-default-x", base_url="http://127.0.0.1:9/v1", model="m")
+    ServerInstance.objects.filter(pk=instance.pk).update(status="ready", host="host-b", pid=1, endpoint=endpoint)
+    model.endpoint, model.serve_host = endpoint, "host-b"
+    model.save(update_fields=["endpoint", "serve_host"])
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(f"/models/{model.pk}/serve/", {"stop": "1"}, follow=True)
     assert response.redirect_chain == [(f"/models/{model.pk}/", 302)]
     assert "Stopping its server" in response.content.decode()
-    assert sent == [("serve", (str(model.pk),), "gpu"), ("stop", (str(model.pk),), "gpu")]
+    assert sent == [("serve", (str(instance.pk),), "serve"), ("stop", (str(instance.pk),), "serve.host-b")]
+    assert ServerInstance.objects.get(pk=instance.pk).status == "stopping"  # stopped once host-b ended it
     assert client.post("/models/0b5b4a47-2f0e-4a39-9d8b-3c4f5c1d2e3f/serve/").status_code == 404
 
 

@@ -1,5 +1,6 @@
-"""Serving a registered model on a worker host: a local OpenAI-compatible server whose endpoint the preview room
-can pick (tasks on the gpu queue)."""
+"""Serving a registered model from its page: a server launched from the default CPU serve profile
+(streams.services.serving), whose endpoint the preview room can pick, stopped on the host that runs it. An
+evaluation after training serves its model directly on the gpu worker's host (model_serve_run)."""
 
 from __future__ import annotations
 
@@ -17,19 +18,24 @@ from training_jobs.models import TrainedModel
 from training_jobs.services.access import may_manage, require
 
 def model_serve_start(*, user, model: TrainedModel) -> TrainedModel:
-    """Attach a registered model to a local OpenAI-compatible server: a task on the gpu queue starts it on a
-    worker host and registers its endpoint, which the preview room then offers. Idempotent while served."""
+    """Serve a registered model from the model page: a server launched from the default CPU serve profile
+    (streams.services.serving: vLLM, its launch on the serve queue), whose endpoint the preview room then offers.
+    Idempotent while a server of it is starting or running."""
     require(user, roles.RUN_TRAINING, "serve models")
-    from training_jobs.tasks import model_serve
+    from streams.models import ServerInstance
+    from streams.services.serving import default_cpu_profile, server_launch
 
     if model.is_adapter:
         raise InvalidTransition(f"{model.name} is a LoRA adapter: load it into a vLLM server that serves its base "
                                 f"(Serving)")
     if not (model.directory / "config.json").is_file():
         raise InvalidTransition(f"{model.name}: its directory {model.path} is gone")
-    model_id = str(model.pk)
-    transaction.on_commit(lambda: model_serve.apply_async(args=(model_id,), queue="gpu"))
-    audit_record(actor=user, action="model.serve", scope=f"model:{model.pk}", target=f"model:{model.name}")
+    with transaction.atomic():
+        profile = default_cpu_profile()
+        if not ServerInstance.objects.filter(model=model, profile=profile, managed=True,
+                                             status__in=ServerInstance.LIVE).exists():
+            server_launch(user=user, profile=profile, model=model)
+        audit_record(actor=user, action="model.serve", scope=f"model:{model.pk}", target=f"model:{model.name}")
     return model
 
 
@@ -63,16 +69,30 @@ def model_serve_run(*, model_id) -> TrainedModel:
 
 
 def model_unserve(*, user, model: TrainedModel) -> TrainedModel:
-    """Ask the worker host that serves a model to stop its server (a task on the gpu queue). Preview rooms may be
-    using it: only the person who started the server, the model's owner or an ML lead may stop it."""
+    """Stop a model's server on the host that runs it (streams.services.serving.server_stop: queue serve.<host>).
+    Preview rooms may be using it: only the person who started the server, the model's owner or an ML lead may
+    stop it. A server this host started directly (an evaluation after training) is stopped the same way."""
     require(user, roles.RUN_TRAINING, "stop serving models")
     if not may_manage(user, selectors.model_served_by(model), model.created_by):
         raise NotAllowed("only the person who started its server, the model's owner or an ML lead may stop it")
+    from streams.models import ServerInstance
+    from streams.services.serving import host_queue, server_stop
     from training_jobs.tasks import model_serve_stop as stop_task
 
-    model_id = str(model.pk)
-    transaction.on_commit(lambda: stop_task.apply_async(args=(model_id,), queue="gpu"))
-    audit_record(actor=user, action="model.unserve", scope=f"model:{model.pk}", target=f"model:{model.name}")
+    with transaction.atomic():
+        live = list(ServerInstance.objects.filter(model=model, managed=True, status__in=ServerInstance.LIVE)
+                    .order_by("-created_at"))
+        for instance in live:
+            server_stop(user=user, instance=instance)
+        if not live and model.serve_pid and model.serve_host:  # served by model_serve_run on that host
+            model_id, queue = str(model.pk), host_queue(model.serve_host)
+            transaction.on_commit(lambda: stop_task.apply_async(args=(model_id,), queue=queue))
+        elif not live and model.endpoint_id is None:
+            raise InvalidTransition(f"{model.name} is not served")
+        elif not live:  # an endpoint attached by hand, no process the console knows: only the link goes
+            model.endpoint = None
+            model.save(update_fields=["endpoint"])
+        audit_record(actor=user, action="model.unserve", scope=f"model:{model.pk}", target=f"model:{model.name}")
     return model
 
 
