@@ -15,7 +15,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from console import roles
-from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, Pagination, paginated_response
+from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, ErrorSerializer, Pagination, paginated_response
 from harness_editor.models import HarnessVersion, Label
 from streams import replay_selectors as selectors
 from streams.models import LiveSession, ModelEndpoint, SessionReplay
@@ -184,7 +184,7 @@ class ReplayTurnListApi(ApiView):
     @extend_schema(tags=[TAG], operation_id="session_replay_turns",
                    parameters=[OpenApiParameter("outcome", str, enum=list(selectors.OUTCOMES),
                                                 description="only the turns with this outcome")],
-                   responses={200: ReplayTurnOutputSerializer(many=True), **ERRORS_READ})
+                   responses={200: ReplayTurnOutputSerializer(many=True), **ERRORS_READ, 400: ErrorSerializer})
     def get(self, request, session_id, replay_id):
         replay = _replay(session_id, replay_id)
         outcome = request.query_params.get("outcome") or None

@@ -67,21 +67,43 @@ class SessionReplayForm(forms.Form):
         self.fields["endpoint"].choices = [(name, f"{name} · {e.model}{' · default' if e.is_default else ''}")
                                            for name, e in self.endpoints.items()]
         if not self.is_bound:
-            revision = session.deployment.current_revision
-            in_force = session.version_in_force or (revision.harness_version if revision else None)
-            newest = next((v for v in versions if v.harness_id == own and (in_force is None or v.pk != in_force.pk)),
-                          None)
-            first_endpoint = None
-            if revision is not None and revision.endpoints:
-                first_endpoint = ModelEndpoint.objects.filter(pk=revision.endpoints[0]).first()
-            self.initial.update({"harness_version": _harness_ref(newest) if newest else "",
-                                 "endpoint": first_endpoint.name if first_endpoint else ""})
+            self.initial.update(self._defaults(session, versions))
+
+    @staticmethod
+    def _defaults(session: LiveSession, versions: list[HarnessVersion]) -> dict[str, Any]:
+        """The newest version of the session's harness that is not the one in force (what an operator compares
+        against), and the deployment's primary endpoint with the model name its requests carry now (a loaded
+        adapter's)."""
+        from console.errors import DomainError
+        from streams.deployment_selectors import deployment_in_force
+
+        try:
+            in_force = deployment_in_force(session.deployment)
+        except DomainError:  # nothing approved, or its label is gone: no defaults from it
+            in_force = None
+        revision = session.deployment.current_revision
+        if in_force is not None:
+            current, endpoints, models = in_force.version, in_force.endpoints, in_force.request_models
+        else:
+            current = session.version_in_force or (revision.harness_version if revision is not None else None)
+            ids = (revision.endpoints or [])[:1] if revision is not None else []
+            endpoints, models = list(ModelEndpoint.objects.filter(pk__in=ids)), {}
+        own = session.deployment.harness_id
+        newest = next((v for v in versions if v.harness_id == own and (current is None or v.pk != current.pk)), None)
+        out: dict[str, Any] = {"harness_version": _harness_ref(newest) if newest else ""}
+        if endpoints:
+            out["endpoint"] = endpoints[0].name
+            model = models.get(endpoints[0].name, endpoints[0].model)
+            if model != endpoints[0].model:
+                out["request_model"] = model
+        return out
 
     def request(self) -> dict[str, Any]:
         """The service's keyword arguments (after is_valid)."""
         d = self.cleaned_data
         sampling = {key: d[key] for key in ("temperature", "max_tokens") if d.get(key) is not None}
-        return {"harness_version": self.harness_versions[d["harness_version"]], "endpoint": self.endpoints[d["endpoint"]],
+        return {"harness_version": self.harness_versions[d["harness_version"]],
+                "endpoint": self.endpoints[d["endpoint"]],
                 "request_model": d.get("request_model") or "", "sampling": sampling, "seed": d["seed"],
                 "deadline_s": d.get("deadline_s"), "name": d.get("name") or ""}
 
