@@ -27,9 +27,10 @@ def _instance(instance_id) -> ServerInstance:
 
 class LoadedAdapterSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="what requests put in 'model'")
-    path = serializers.CharField(help_text="the adapter directory on the server's host")
-    model_id = serializers.UUIDField(help_text="the adapter (a TrainedModel)")
-    loaded_at = serializers.CharField()
+    # null where the server loaded it at start (a profile's lora_adapters) rather than through the console
+    path = serializers.CharField(allow_null=True, help_text="the adapter directory on the server's host")
+    model_id = serializers.UUIDField(allow_null=True, help_text="the adapter (a TrainedModel)")
+    loaded_at = serializers.CharField(allow_null=True)
 
     class Meta:
         ref_name = "LoadedAdapter"
