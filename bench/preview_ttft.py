@@ -142,7 +142,7 @@ def start_worker(procs: Procs, env: dict, log_path: Path) -> None:
     raise RuntimeError(f"celery worker did not answer within 90 s; see {log_path}")
 
 
-def start_daphne(procs: Procs, env: dict, log_path: Path) -> str:
+def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/") -> str:
     import httpx
 
     from training_jobs.tiny_model.serve import free_port
@@ -156,7 +156,7 @@ def start_daphne(procs: Procs, env: dict, log_path: Path) -> str:
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(url + "/health/", timeout=2, trust_env=False).status_code < 500:
+            if httpx.get(url + probe, timeout=2, trust_env=False).status_code < 500:
                 return url
         except httpx.HTTPError:
             pass
