@@ -9,8 +9,9 @@ see :mod:`streams.live_views`), so these sockets are read-only.
   login): a token of scope ``overlay`` for this session, not revoked (else 4403; checked again every
   ``ACCESS_CHECK_S`` seconds, so a revoked token stops the overlay); 4404 no such session. It gets only what
   the overlay shows, stripped of everything else (no comments, viewers, tool results or hook details): the
-  streamed reply text, resets when a new model call or a tool call starts, the reply as spoken, clears. In
-  approve-before-speak mode nothing of a reply reaches it before an operator approved it (``reply_spoken``).
+  streamed reply text, resets when a new model call or a tool call starts, the reply as spoken (``reply_spoken``:
+  a reply withheld because the avatar was muted, or rejected, never is), clears. In approve-before-speak mode
+  nothing of a reply reaches it before an operator approved it.
   Without ``after`` it starts at the turn being spoken now (or at the end).
 """
 
@@ -67,12 +68,13 @@ class LiveConsumer(StoredEventsConsumer):
 def _strip(kind: str, p: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "token":
         return {"delta": p.get("delta", "")} if p.get("channel", "content") == "content" else None
-    if kind in ("reply", "reply_spoken"):
+    if kind == "reply_spoken":  # the words said (the engine's own reply may still be withheld: muted, pending)
         return {"text": p.get("text", "")}
     if kind == "approval_mode":
         return {"on": bool(p.get("on"))}
-    if kind in ("turn_started", "model_request", "tool_call", "reply_pending", "reply_rejected", "session_ended"):
-        return {}
+    if kind in ("turn_started", "model_request", "tool_call", "reply_pending", "reply_rejected", "muted",
+                "session_ended"):
+        return {}  # the line restarts or clears
     return None
 
 
@@ -116,7 +118,7 @@ class OverlayConsumer(StoredEventsConsumer):
             kind = e["type"]
             if kind == "approval_mode":
                 self.approval = bool(e["payload"].get("on"))
-            elif self.approval and kind in ("token", "reply"):
+            elif self.approval and kind == "token":
                 continue  # not approved yet: an operator may still edit or reject it
             payload = _strip(kind, e.get("payload") or {})
             if payload is not None:

@@ -58,9 +58,13 @@ def _in_force(session: LiveSession) -> dict[str, Any] | None:
 
 
 def _endpoint_link(endpoint) -> str | None:
-    """The serving page of an endpoint (health, metrics), where the serving pages have one."""
-    for name, args in (("serving:endpoint", [endpoint.pk]), ("serving:endpoint_detail", [endpoint.pk]),
-                       ("serving:list", [])):
+    """Where an endpoint's health and metrics are shown: the page of the server behind it (status, /metrics), else
+    the serving metrics of every endpoint."""
+    from streams.models import ServerInstance
+
+    instance = (ServerInstance.objects.filter(endpoint=endpoint, status__in=ServerInstance.LIVE)
+                .order_by("-created_at").values_list("pk", flat=True).first())
+    for name, args in ((("serving:server", [instance]),) if instance else ()) + (("serving:metrics", []),):
         try:
             return reverse(name, args=args)
         except NoReverseMatch:
@@ -68,8 +72,12 @@ def _endpoint_link(endpoint) -> str | None:
     return None
 
 
-def _duration(session: LiveSession):
-    return (session.ended_at or timezone.now()) - session.started_at
+def _duration(session: LiveSession) -> str:
+    """``1 h 02 min``, ``3 min 05 s``: how long it ran (runs, while live)."""
+    seconds = int(((session.ended_at or timezone.now()) - session.started_at).total_seconds())
+    hours, rest = divmod(max(seconds, 0), 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {seconds:02d} s"
 
 
 def _panels(session: LiveSession) -> dict[str, Any]:

@@ -21,7 +21,8 @@
     timers[name] = setTimeout(() => {
       timers[name] = null;
       const panel = document.getElementById(name);
-      if (panel && panel.contains(document.activeElement) && document.activeElement !== document.body) {
+      const typing = document.activeElement && document.activeElement.tagName === "TEXTAREA";
+      if (panel && typing && panel.contains(document.activeElement)) {
         stale[name] = true; // the operator is typing in it (editing a pending reply): redraw when they leave
         return;
       }
@@ -58,7 +59,8 @@
     for (const name of PANELS_OF[ev.type] || []) refresh(name);
     switch (ev.type) {
       case "version_changed":
-        marker(ev, `harness version changed${p.label ? " (label " + p.label + " moved)" : ""}: ${vname(p.from)} → ${vname(p.to)}; the next turn uses it`, "version-changed");
+        marker(ev, `harness version changed${p.label ? " (label " + p.label + ")" : ""}: ${vname(p.from)} → ${vname(p.to)}` +
+          (p.revision && p.revision.from !== p.revision.to ? ` · deployment revision ${p.revision.from} → ${p.revision.to}` : "") + "; the next turn uses it", "version-changed");
         return;
       case "fault":
         marker(ev, `fault ${p.kind}${p.endpoint ? " · " + p.endpoint : ""}${p.message ? ": " + p.message : ""}`, "fault"); return;
@@ -112,7 +114,7 @@
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     socket = new WebSocket(`${scheme}${location.host}${root.dataset.wsPath}?after=${lastSeq}`);
     conn.textContent = "connecting…";
-    socket.onopen = () => { retry = 0; conn.textContent = "live"; conn.className = "badge approved"; };
+    socket.onopen = () => { retry = 0; conn.textContent = "connected"; conn.className = "badge approved"; };
     socket.onmessage = (msg) => {
       const data = JSON.parse(msg.data);
       if (data.type !== "events") return;

@@ -1,7 +1,7 @@
 // The subtitle overlay: what the avatar says, in large type, as it streams. Reads the overlay socket
 // (ws/live/<session>/overlay/?token=...; the server sends only what this page shows: no comments, no tool results,
 // nothing an operator has not approved in approve-before-speak mode). A new model call or a tool call restarts the
-// line; the reply (or the text an operator approved or typed) replaces it; it clears data-clear-s seconds after
+// line; the reply as spoken (as the turn wrote it, or as an operator approved, edited or typed it) replaces it; it clears data-clear-s seconds after
 // the last words. Reconnects with the last seq it saw. No dependencies.
 (function () {
   "use strict";
@@ -28,10 +28,10 @@
     const p = ev.payload || {};
     switch (ev.type) {
       case "turn_started": case "model_request": case "tool_call": case "reply_pending": case "reply_rejected":
-      case "session_ended": case "approval_mode":
+      case "muted": case "session_ended": case "approval_mode":
         clear(); break;
       case "token": show((line.dataset.raw || "") + p.delta, false); break;
-      case "reply": case "reply_spoken": show(p.text || "", true); break;
+      case "reply_spoken": show(p.text || "", true); break;
       default: break;
     }
   }

@@ -18,7 +18,7 @@ from django.conf import settings
 from streams.event_feed import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from streams.events import EVENT_MESSAGE_TYPE, events_frame, live_group
 from streams.models import LiveEvent, LiveSession, LiveToken
-from tests.streams.deployment_helpers import deploy_world, deployed, operator2  # noqa: F401  (fixtures)
+from tests.streams.deployment_helpers import deploy_world, deployed  # noqa: F401  (fixtures)
 from tests.streams.live_page_helpers import (
     GOOD,
     comment_add,

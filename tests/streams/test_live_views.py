@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from streams.models import LiveComment, LiveEvent, LiveSession, LiveToken
-from tests.streams.deployment_helpers import deploy_world, deployed, operator2  # noqa: F401  (fixtures)
+from tests.streams.deployment_helpers import deploy_world, deployed  # noqa: F401  (fixtures)
 from tests.streams.live_page_helpers import GOOD, comment_add, live_session_for, overlay_secret, play_turn
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -25,6 +25,18 @@ def as_user(client):
         return client
 
     return login
+
+
+@pytest.fixture
+def operator2(db, django_user_model):
+    """A second operator: may steer and end frank's session too."""
+    from django.contrib.auth.models import Group
+
+    from console import roles
+
+    user = django_user_model.objects.create_user(username="op_oscar", password="x-pass-123")
+    user.groups.add(Group.objects.get(name=roles.OPERATOR))
+    return user
 
 
 @pytest.fixture
