@@ -19,6 +19,7 @@ under its own session's address.
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -33,6 +34,7 @@ from streams.services import session_eval_sets, session_replays as services
 
 POLL_S = 2
 LIST_LIMIT = 100
+TURNS_PER_PAGE = 100  # a long broadcast has hundreds of turns: the page (and its polling) stays bounded
 
 
 def _session_or_404(session_id) -> LiveSession:
@@ -92,8 +94,10 @@ def _replay_page(request: HttpRequest, replay: SessionReplay, *, error=None, sta
     counts = {o: 0 for o in selectors.OUTCOMES}
     for t in all_turns:
         counts[t.outcome] += 1
+    page = Paginator([t for t in all_turns if not show or t.outcome == show], TURNS_PER_PAGE).get_page(
+        request.GET.get("page"))
     context = {"replay": replay, "session": replay.session, "error": error, "poll_s": POLL_S, "show": show,
-               "turns": [t for t in all_turns if not show or t.outcome == show], "counts": counts,
+               "turns": list(page.object_list), "page": page, "counts": counts,
                "stored": len(all_turns), "summary": replay.summary or {},
                "can_manage": services.may_manage(request.user, replay)}
     template = ("streams/live/replays/detail.html#replay" if request.htmx

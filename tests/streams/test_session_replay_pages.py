@@ -208,3 +208,17 @@ def test_api_start_cancel_resume(world, operator, operator2, ml_staff, manager, 
     resumed = _client(ml_staff).post(f"{base}{replay_id}/resume/")
     assert resumed.status_code == 200 and resumed.json()["resumes"] == 1
     assert _client(ml_staff).post(f"{base}{uuid.uuid4()}/cancel/").status_code == 404
+
+
+def test_a_long_replay_is_paged(world, reviewer, monkeypatch):
+    from streams import replay_views
+
+    monkeypatch.setattr(replay_views, "TURNS_PER_PAGE", 1)
+    url = f"/live/{world['session'].pk}/replays/{world['replay'].pk}/"
+    first = _client(reviewer).get(url).content.decode()
+    assert first.count('data-testid="turn-row"') == 1 and f'data-turn="{world["stock"]}"' in first
+    assert 'data-testid="page-next"' in first and "turns 1–1 of 2" in first
+    second = _client(reviewer).get(url + "?page=2").content.decode()
+    assert f'data-turn="{world["shipping"]}"' in second and 'data-testid="page-next"' not in second
+    assert f'data-turn="{world["shipping"]}"' in _client(reviewer).get(url + "?page=99").content.decode()
+    assert _client(reviewer).get(url + "?page=x&show=nonsense").status_code == 200
