@@ -134,8 +134,6 @@ class StoredEventsConsumer(SafeJsonWebsocketConsumer):
     Subclasses implement :meth:`authorize` (close and return None, or return the group to watch), :meth:`list_events`
     and optionally :meth:`shown`, :meth:`start_after`, :meth:`watch` (a task that may close the socket later)."""
 
-    ACCESS_CHECK_S = 3.0
-
     async def authorize(self) -> str | None:
         raise NotImplementedError
 

@@ -189,10 +189,6 @@ def live_overlay_tokens(*, session_id) -> QuerySet[LiveToken]:
             .select_related("created_by").order_by("-created_at"))
 
 
-def live_is_pending(*, session_id, turn_id: str) -> bool:
-    return any(p["turn_id"] == turn_id for p in live_pending_replies(session_id=session_id))
-
-
-__all__ = ["live_approval_at", "live_event_list", "live_is_pending", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
+__all__ = ["live_approval_at", "live_event_list", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
            "live_pending_replies", "live_queue", "live_session_log", "live_session_overview", "live_stream_start",
            "live_transcript"]
