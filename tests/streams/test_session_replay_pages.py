@@ -222,3 +222,31 @@ def test_a_long_replay_is_paged(world, reviewer, monkeypatch):
     assert f'data-turn="{world["shipping"]}"' in second and 'data-testid="page-next"' not in second
     assert f'data-turn="{world["shipping"]}"' in _client(reviewer).get(url + "?page=99").content.decode()
     assert _client(reviewer).get(url + "?page=x&show=nonsense").status_code == 200
+
+
+def test_the_command_line_replays_a_session(world, ml_staff):
+    """manage.py replay_session: the endpoint here refuses connections, so every new turn is the fallback line —
+    regressions against the recorded replies, and --fail-on-regression says so with exit status 2."""
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    args = [str(world["session"].pk), "--harness", "tiny-room@1", "--endpoint", "loopback-test", "--user",
+            ml_staff.username]
+    call_command("replay_session", *args, "--json", stdout=out, stderr=io.StringIO())
+    data = json.loads(out.getvalue())
+    assert data["status"] == "succeeded" and [t["turn_id"] for t in data["turns"]] == [world["stock"],
+                                                                                       world["shipping"]]
+    assert data["summary"]["regressed"] == 2 and data["summary"]["new"]["fallbacks"] == 2
+    assert all(t["outcome"] == "regressed" and t["why"] for t in data["turns"])
+    text = io.StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("replay_session", *args, "--regressions", "--fail-on-regression", stdout=text,
+                     stderr=io.StringIO())
+    assert exit_.value.code == 2 and "#1 REGRESSED" in text.getvalue() and "2 regressed" in text.getvalue()
+    with pytest.raises(CommandError, match="no live session"):
+        call_command("replay_session", "not-a-uuid", "--harness", "tiny-room@1", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="no model endpoint"):
+        call_command("replay_session", *args[:3], "--endpoint", "nope", stdout=io.StringIO())
+    assert SessionReplay.objects.filter(created_by=ml_staff).count() == 2
