@@ -65,7 +65,8 @@ def _api(client, user):
 @pytest.mark.django_db
 def test_a_profile_is_created_and_bad_specs_are_refused_with_paths(client, ml_staff):
     api = _api(client, ml_staff)
-    response = api.post("/api/serving/profiles/", {"name": "cpu-lora", "spec": VLLM_SPEC}, content_type="application/json")
+    response = api.post("/api/serving/profiles/", {"name": "cpu-lora", "spec": VLLM_SPEC},
+                        content_type="application/json")
     assert response.status_code == 201, response.content
     assert response.json()["spec"]["kind"] == "vllm" and response.json()["created_by"]["username"] == ml_staff.username
     assert AuditEvent.objects.filter(action="serve_profile.create").count() == 1
@@ -84,7 +85,8 @@ def test_a_profile_is_created_and_bad_specs_are_refused_with_paths(client, ml_st
         assert response.status_code == 400, (spec, response.content)
         assert path in [e["path"] for e in response.json()["errors"]], (spec, response.json())
     for name in ("Has Spaces", "", "cpu-lora"):  # not a slug, missing, taken
-        response = api.post("/api/serving/profiles/", {"name": name, "spec": VLLM_SPEC}, content_type="application/json")
+        response = api.post("/api/serving/profiles/", {"name": name, "spec": VLLM_SPEC},
+                            content_type="application/json")
         assert response.status_code == 400 and "name" in [e["path"] for e in response.json()["errors"]], name
     assert list(ServeProfile.objects.values_list("name", flat=True)) == ["cpu-lora"]  # nothing half-saved
     # the page's form: a spec that is not JSON, then a bad field, both shown with their paths
@@ -101,7 +103,8 @@ def test_a_profile_is_created_and_bad_specs_are_refused_with_paths(client, ml_st
 @pytest.mark.django_db(transaction=True)
 def test_launch_goes_to_the_serve_queue_and_stop_to_the_host_running_it(client, ml_staff, demo_model, profile, sent,
                                                                         sleeper):
-    response = _api(client, ml_staff).post("/api/serving/servers/", {"profile": "cpu-lora", "model": str(demo_model.pk)},
+    response = _api(client, ml_staff).post("/api/serving/servers/",
+                                           {"profile": "cpu-lora", "model": str(demo_model.pk)},
                                            content_type="application/json")
     assert response.status_code == 201, response.content
     body = response.json()

@@ -150,7 +150,8 @@ def test_models_with_lineage(request, finished, base):
     assert body["config"]["max_steps"] == 6 and body["metrics"] == {"train_loss": 1.1}
     assert body["path"] == "/tmp/runs/x/sft/final" and body["created_by"] == "ml_erin"
     assert body["vllm_command"].startswith("HF_HUB_OFFLINE=1 ")
-    assert ".venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model /tmp/runs/x/sft/final" in body["vllm_command"]
+    assert (".venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model /tmp/runs/x/sft/final"
+            in body["vllm_command"])
     assert body["endpoint"] is None  # not served
 
 
