@@ -9,7 +9,7 @@ from django import forms
 from streams.models import Deployment, LiveRoom, LiveSession, Scenario
 
 # (value, label) of the replay speeds offered (recorded time / real time)
-SPEED_CHOICES = [("1", "×1 (real time)"), ("2", "×2"), ("5", "×5"), ("10", "×10")]
+SPEED_CHOICES = [("1", "×1 (real time)"), ("2", "×2"), ("5", "×5"), ("10", "×10"), ("60", "×60 (a minute a second)")]
 
 
 class LiveStartForm(forms.Form):

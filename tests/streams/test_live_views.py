@@ -99,6 +99,22 @@ def test_start_shows_the_secrets_once(as_user, deployed, operator, monkeypatch, 
     assert c.get(overlay_url.split("testserver")[1]).status_code == 200  # the overlay link works
 
 
+def test_start_a_replay_of_a_scenario(as_user, deployed, operator, demo_scenarios, monkeypatch):
+    from streams import services as stream_services
+    from streams.services import live_sessions
+
+    monkeypatch.setattr(live_sessions, "_runner_ensure", lambda session_id: None)
+    room = stream_services.catalog_seed_demo()
+    scenario = next(iter(demo_scenarios.values()))
+    r = as_user(operator).post(reverse("live:list"), {
+        "room": room.pk, "deployment": deployed["deployment"].pk, "title": "Replayed", "feed": "replay",
+        "scenario": scenario.pk, "speed": "60"})
+    assert r.status_code == 201
+    session = LiveSession.objects.get(title="Replayed")
+    assert session.feed == "replay" and session.feed_config == {"scenario": scenario.slug, "speed": 60.0}
+    assert 'data-testid="webhook-secret"' not in r.content.decode()
+
+
 def test_start_refuses_bad_input_with_the_field_and_stores_nothing(as_user, deployed, operator, deploy_world):
     from streams import services as stream_services
     from streams.models import Deployment
@@ -138,9 +154,14 @@ def test_session_page_by_role(client, as_user, session, operator, reviewer, outs
     assert 'data-testid="read-only"' in html and 'data-testid="controls"' not in html
     assert 'data-testid="skip"' not in html and 'data-testid="mute-toggle"' not in html
     assert "is #101 in stock?" in html and f'data-ws-path="/ws/live/{session.pk}/"' in html
-    assert as_user(outsider).get(url).status_code == 403
-    assert as_user(operator).get(reverse("live:session", args=[uuid.uuid4()])).status_code == 404
-    assert as_user(outsider).get(reverse("live:session", args=[uuid.uuid4()])).status_code == 403
+    transcript = reverse("live:transcript", args=[session.pk])
+    assert as_user(reviewer).get(transcript).status_code == 200
+    for page in (url, transcript, url + "?panel=queue"):
+        assert as_user(outsider).get(page).status_code == 403
+    for name in ("live:session", "live:transcript"):
+        assert as_user(operator).get(reverse(name, args=[uuid.uuid4()])).status_code == 404
+        assert as_user(outsider).get(reverse(name, args=[uuid.uuid4()])).status_code == 403
+    assert as_user(operator).post(reverse("live:mute", args=[uuid.uuid4()]), {"on": "1"}).status_code == 404
 
 
 def test_ended_session_is_the_read_only_recording(as_user, session, operator, reviewer):
