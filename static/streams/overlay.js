@@ -11,6 +11,7 @@
   const token = new URLSearchParams(location.search).get("token") || "";
   const clearMs = (+root.dataset.clearS || 8) * 1000;
   let lastSeq = null, socket = null, retry = 0, timer = null, closedForGood = false;
+  const shown = []; // every line shown, for tests: nothing unapproved ever appeared
 
   // markup a model may stream before it is parsed out (a tool call written as text, reasoning tags)
   const visible = (text) => text.replace(/<(tool_call|think)>[\s\S]*$/, "").replace(/\s+/g, " ").trim();
@@ -18,6 +19,7 @@
     clearTimeout(timer);
     line.dataset.raw = text;
     line.textContent = visible(text);
+    if (line.textContent && shown[shown.length - 1] !== line.textContent) shown.push(line.textContent);
     root.dataset.state = line.textContent ? (final ? "final" : "streaming") : "idle";
     if (final || !line.textContent) timer = setTimeout(clear, clearMs);
     else timer = setTimeout(clear, clearMs * 3); // a stream that stalls does not hang on screen forever
@@ -58,6 +60,7 @@
       setTimeout(connect, 250 * 2 ** retry);
     };
   }
-  window.hatOverlay = { drop: () => socket && socket.close(), lastSeq: () => lastSeq, closedForGood: () => closedForGood };
+  window.hatOverlay = { drop: () => socket && socket.close(), lastSeq: () => lastSeq, closedForGood: () => closedForGood,
+    shown: () => shown.slice(-200) };
   connect();
 })();

@@ -47,6 +47,27 @@ def subtitle(overlay):
     return overlay.get_by_test_id("subtitle")
 
 
+def overlay_history(overlay) -> list[str]:
+    """Every line the overlay has shown (overlay.js keeps them for tests)."""
+    return overlay.evaluate("window.hatOverlay.shown()")
+
+
+def set_approval(page, *, on: bool) -> None:
+    page.get_by_test_id("approval-toggle").click()
+    expect_result(page, "approve-before-speak is " + ("on" if on else "off"))
+    expect(page.get_by_test_id("approval")).to_have_attribute("data-on", "1" if on else "0")
+
+
+def approve_pending(page, turn_id: str, text: str | None = None) -> None:
+    """Approve the reply of ``turn_id`` waiting in the pending panel, edited to ``text`` if given."""
+    reply = page.locator(f'[data-testid=pending-reply][data-turn="{turn_id}"]')
+    if text is not None:
+        reply.get_by_test_id("pending-text").fill(text)
+    reply.get_by_test_id("approve").click()
+    expect_result(page, "approved")
+    expect(reply).to_have_count(0)
+
+
 def expect_result(page, text: str) -> None:
     """The answer of the last control posted (a message, or an error with its verdicts)."""
     expect(page.get_by_test_id("control-result")).to_contain_text(text)

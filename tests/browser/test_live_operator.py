@@ -11,13 +11,16 @@ from playwright.sync_api import expect
 
 from streams.models import LiveComment, LiveEvent, LiveSession
 from tests.browser.live_walk import (
+    approve_pending,
     expect_result,
     login_as,
     open_operator_page,
     open_overlay,
+    overlay_history,
     pin,
     queue_row,
     screenshot,
+    set_approval,
     skip,
     subtitle,
     take_over,
@@ -103,6 +106,21 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
         skip(page, bob.pk)
         screenshot(page, "live-02-controls")
 
+        # approve-before-speak: the reply waits, is edited and approved; the overlay never showed the unapproved one
+        set_approval(page, on=True)
+        turn2 = "turn-walk-2"
+        _append(session, turn_start_events(session, []) + token_events("Unapproved words here."), turn2)
+        _append(session, turn_end_events("Unapproved words here.", approval=True), turn2)
+        expect(turn_card(page, turn2).get_by_test_id("reply-pending")).to_contain_text("Unapproved words here.")
+        pending = page.locator(f'[data-testid=pending-reply][data-turn="{turn2}"]')
+        expect(pending.get_by_test_id("pending-text")).to_have_value("Unapproved words here.")
+        edited = "Edited by the operator: the serum is on screen now."
+        approve_pending(page, turn2, edited)
+        expect(turn_card(page, turn2).get_by_test_id("reply-spoken")).to_contain_text(edited)
+        expect(subtitle(overlay)).to_have_text(edited)
+        assert not [line for line in overlay_history(overlay) if "Unapproved" in line]
+        set_approval(page, on=False)
+
         # drop the socket: it resumes after the last seq, nothing shown twice
         last = page.evaluate("window.hatLive.lastSeq()")
         page.evaluate("window.hatLive.drop()")
@@ -111,14 +129,14 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
         more = _append(session, [("fault", {"kind": "endpoint_slow", "endpoint": "ep-a", "message": "slow"})])
         expect(page.get_by_test_id("marker-fault")).to_contain_text("endpoint_slow")
         assert page.evaluate("window.hatLive.lastSeq()") == more > last
-        expect(page.get_by_test_id("turn")).to_have_count(2)
-        expect(page.get_by_test_id("reply")).to_have_count(1)
+        expect(page.get_by_test_id("turn")).to_have_count(3)
+        expect(page.get_by_test_id("reply")).to_have_count(2)
 
         session.refresh_from_db()
         assert not session.muted and session.room_state["pinned"]["link_id"] == link
         assert LiveComment.objects.get(pk=bob.pk).status == "skipped"
         spoken = LiveEvent.objects.filter(session=session, type="reply_spoken").order_by("seq").last()
-        assert spoken.payload["by"] == "human"
+        assert spoken.payload["by"] == "human" and spoken.payload["text"] == edited and spoken.payload["edited"]
 
         # end the session (confirmation): the page becomes the recording
         page.click("#end-session")
@@ -126,7 +144,7 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
         page.check("#end-confirm")
         page.click("#end-session")
         expect(page.get_by_test_id("session-status")).to_have_text("ended", timeout=20_000)
-        expect(page.get_by_test_id("transcript-turn")).to_have_count(2)
+        expect(page.get_by_test_id("transcript-turn")).to_have_count(3)
         assert page.get_by_test_id("controls").count() == 0
         assert LiveSession.objects.get(pk=session.pk).status == "ended"
         screenshot(page, "live-03-recording")
