@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 
 from streams.events import publish_flush
 
@@ -27,3 +28,12 @@ def live_runners_sweep() -> list[str]:
     from streams.services.live_controls import live_runners_sweep as sweep
 
     return sweep()
+
+
+@worker_shutting_down.connect
+def _runners_hand_over(**_kwargs) -> None:
+    """A worker stopping (warm shutdown) would wait for its runners, which run as long as their broadcasts: each
+    stops after its turn in flight and its session goes to a runner on another (or the restarted) worker."""
+    from streams.live.runner import runners_stop_all
+
+    runners_stop_all()

@@ -28,19 +28,36 @@ logger = logging.getLogger(__name__)
 
 RUNNER_BEAT_S = T.RUNNER_BEAT_S
 POLL_S = 0.5  # between turns, the queue is read at least this often (a nudge wakes the runner sooner)
-ERROR_BACKOFF_S = 2.0  # after a failed turn or a database error, before trying again
+ERROR_BACKOFF_S = 2.0  # after a failed turn or a database error, before trying again...
+MAX_BACKOFF_S = 30.0  # ...doubling while turns keep failing
 FEED_JOIN_S = 5.0
+
+
+_active: set[SessionRunner] = set()
+_active_lock = threading.Lock()
+
+
+def runners_stop_all() -> int:
+    """Ask every runner of this process to stop after its turn in flight (the worker is shutting down: each hands
+    its session to a runner elsewhere). Returns how many were asked."""
+    with _active_lock:
+        runners = list(_active)
+    for r in runners:
+        r.stop()
+    return len(runners)
 
 
 class SessionRunner:
     """Runs one live session until it ends (see the module docstring). ``task_id``: the Celery task it runs in
     (a lease queued for that task is taken as this runner's)."""
 
-    def __init__(self, session_id: Any, *, task_id: str | None = None, poll_s: float = POLL_S):
+    def __init__(self, session_id: Any, *, task_id: str | None = None, poll_s: float = POLL_S,
+                 handover: bool = True):
         self.session_id = str(session_id)
         self.task_id = task_id
         self.runner = T.runner_name(task_id)
         self.poll_s = poll_s
+        self.handover = handover  # stopped while the session is live: send it another runner
         self.backends = T.Backends()
         self._stop = threading.Event()
         self.lost = threading.Event()  # the lease went to another runner (or the session ended)
@@ -56,6 +73,8 @@ class SessionRunner:
         if claim is None:
             return {"session": self.session_id, "ran": False, "runner": self.runner,
                     "reason": "the session ended or another runner holds it"}
+        with _active_lock:
+            _active.add(self)
         beat = threading.Thread(target=self._beat, name=f"live-beat-{self.session_id[:8]}", daemon=True)
         beat.start()
         feed = self._feed_start()
@@ -63,21 +82,21 @@ class SessionRunner:
         try:
             reason = self._loop()
         finally:
+            with _active_lock:
+                _active.discard(self)
             self._stop.set()
             beat.join(RUNNER_BEAT_S + 5)
             self._feed_stop(feed)
             self.backends.close()
             if not self.lost.is_set():
-                try:
-                    T.live_runner_release(session_id=self.session_id, runner=self.runner)
-                except Exception:  # the sweep finds the lease stale instead
-                    logger.warning("live session %s: releasing the lease failed", self.session_id, exc_info=True)
+                self._hand_over(reason)
         return {"session": self.session_id, "ran": True, "runner": self.runner, "turns": self.turns,
                 "resumed": claim["resumed"], "reason": reason}
 
     def _loop(self) -> str:
         from streams.services.live_sessions import live_runner_wait
 
+        failures = 0
         while not self._stop.is_set():
             if self.lost.is_set():
                 return "lease lost"
@@ -97,11 +116,27 @@ class SessionRunner:
                 T.live_turn_run(session_id=self.session_id, runner=self.runner, turn_id=turn_id,
                                 backends=self.backends)
                 self.turns += 1
+                failures = 0
             except Exception:
+                # e.g. the deployment has nothing in force (a fault event, the comments queued again): wait longer
+                # each time rather than storing a fault every few seconds
                 logger.exception("live session %s: turn %s failed", self.session_id, turn_id)
                 close_old_connections()
-                self._stop.wait(ERROR_BACKOFF_S)
+                failures += 1
+                self._stop.wait(min(ERROR_BACKOFF_S * 2 ** (failures - 1), MAX_BACKOFF_S))
         return "stopped"
+
+    def _hand_over(self, reason: str) -> None:
+        """Give the lease back; a session still live (this runner was stopped: its worker is shutting down) is sent
+        to another runner at once rather than at the sweep's next look."""
+        try:
+            T.live_runner_release(session_id=self.session_id, runner=self.runner)
+            if reason == "stopped" and self.handover:
+                from streams.services.live_controls import live_runner_ensure
+
+                live_runner_ensure(self.session_id)
+        except Exception:  # the sweep finds the lease stale instead
+            logger.warning("live session %s: handing the session over failed", self.session_id, exc_info=True)
 
     def _ended(self) -> bool:
         from streams.models import LiveSession

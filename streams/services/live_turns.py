@@ -167,8 +167,8 @@ def live_batch_claim(*, session_id, runner: str) -> tuple[str | None, float | No
         if LiveComment.objects.filter(session=session, status=LiveComment.Status.ANSWERING).exists():
             return None, None  # a reply waits for an operator (approve-before-speak): one at a time
         now = timezone.now()
-        batch = choose_batch(live_comment_queue(session_id=session.pk), now.timestamp(),
-                             handling_from(session.handling))
+        queue = live_comment_queue(session_id=session.pk)
+        batch = choose_batch(queue, now.timestamp(), handling_from(session.handling))
         events: list[tuple[str, dict[str, Any]]] = []
         if batch.expired:
             ids = [q.id for q in batch.expired]
@@ -184,9 +184,13 @@ def live_batch_claim(*, session_id, runner: str) -> tuple[str | None, float | No
             ids = [q.id for q in batch.take]
             LiveComment.objects.filter(pk__in=ids).update(status=LiveComment.Status.ANSWERING, turn_id=turn_id,
                                                           reason="")
+            waiting = len(batch.take) + len(batch.expired)
             live_event_append(session_id=session.pk, turn_id=turn_id, events=[
-                ("comment_status", {"comment_id": i, "status": LiveComment.Status.ANSWERING, "reason": ""})
-                for i in ids])
+                *[("comment_status", {"comment_id": i, "status": LiveComment.Status.ANSWERING, "reason": ""})
+                  for i in ids],
+                # the runner is free (it is asking): the turn starts now; the comments left wait for the next ones
+                ("turn_queued", {"comment_ids": ids, "queued_behind": 0,
+                                 "comments_waiting": max(0, len(queue) - waiting)})])
     return turn_id, (None if turn_id else batch.wait_s)
 
 

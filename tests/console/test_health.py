@@ -30,7 +30,7 @@ def test_all_parts_ready_with_details_for_staff(client, operator, celery_worker_
         assert all(check["ok"] for check in body["checks"].values())
         assert all(check["ms"] < 3000 for check in body["checks"].values())
         workers = body["checks"]["workers"]
-        assert all(workers["queues"][q] for q in ("celery", "gpu"))
+        assert all(workers["queues"][q] for q in health.required_queues())  # default, interactive, gpu
 
 
 def test_anonymous_gets_status_only(client, celery_worker_process):

@@ -50,11 +50,17 @@ def stop_process(proc, log) -> int:
 
 def test_every_scheduled_sweep_is_a_known_task_at_a_fixed_interval():
     entries = entries_from(settings.CELERY_BEAT_SCHEDULE)
-    # one sweep for every job kind (console.jobs), and the one re-sending lost clock ticks
-    assert {e.task for e in entries} == {"console.jobs_sweep_stalled", "streams.preview_play_sweep_stalled"}
+    # one sweep for every job kind (console.jobs), the one re-sending lost clock ticks, the one sending live sessions
+    # whose runner died a new runner, and the model servers' check
+    assert {e.task for e in entries} == {"console.jobs_sweep_stalled", "streams.preview_play_sweep_stalled",
+                                         "streams.live_runners_sweep", "streams.servers_check"}
     assert all(e.every_s == settings.ENV.sweep_every_s for e in entries)
     # a stale job is failed at most this long after its last beat: within a minute
     assert settings.HEARTBEAT_STALE_S + settings.ENV.sweep_every_s <= 60
+    # a live session whose runner died has a new one sent at most this long after the runner's last beat
+    from streams.services.live_turns import RUNNER_STALE_S
+
+    assert RUNNER_STALE_S + settings.ENV.sweep_every_s < 60
     with pytest.raises(ValueError, match="fixed intervals"):
         entries_from({"x": {"task": "console.jobs_sweep_stalled", "schedule": "every day"}})
     with pytest.raises(ValueError, match="unknown tasks: nope"):

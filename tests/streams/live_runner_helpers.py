@@ -109,6 +109,7 @@ class RunnerThread:
     def __init__(self, session_id, **kw):
         from streams.live.runner import SessionRunner
 
+        kw.setdefault("handover", False)  # stopped by the test: no runner is sent after it
         self.runner = SessionRunner(session_id, **kw)
         self.result = None
         self.thread = threading.Thread(target=self._run, daemon=True)
