@@ -130,7 +130,7 @@ def server_launch(*, user, profile: ServeProfile, model) -> ServerInstance:
                                 "that server")
     if not (Path(model.path) / "config.json").is_file():
         raise InvalidTransition(f"{model.name}: its directory {model.path} is gone")
-    profile_spec(profile)  # a stored spec edited behind the service's back fails here, not on the worker
+    serve_spec_parse(profile.spec)  # a stored spec edited behind the service's back fails here, not on the worker
     with transaction.atomic():
         instance = ServerInstance.objects.create(profile=profile, model=model, model_path=model.path, managed=True,
                                                  status=ServerInstance.Status.STARTING, started_by=user)
@@ -162,8 +162,12 @@ def server_run(instance_id) -> ServerInstance:
             return instance  # stopped before a worker took it, or a redelivered launch: nothing to start
         instance.host = serve_host()
         instance.save(update_fields=["host"])
-    spec = profile_spec(instance.profile)
-    profile = spec.for_model(instance.model_path, name=instance.profile.name)
+    try:
+        spec = profile_spec(instance.profile)
+        profile = spec.for_model(instance.model_path, name=instance.profile.name)
+    except ValueError as exc:  # pydantic's ValidationError too: a spec edited behind the services' back
+        _fail_unless_stopping(instance.pk, f"the serve profile is invalid: {exc}")
+        return ServerInstance.objects.get(pk=instance.pk)
     log = Path(settings.ENV.data_dir) / "serve" / f"{instance.pk}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from django.db import transaction
@@ -314,3 +315,23 @@ def test_server_page_shows_where_and_what(client, operator, ml_staff, demo_model
     assert "engine ready" in page and 'data-testid="stop"' not in page
     listing = client.get("/serving/").content.decode()
     assert "hat-lora-1" in listing and "gpu-7" in listing
+
+
+@pytest.mark.django_db
+def test_a_server_that_dies_before_it_is_ready_is_failed_with_its_error(ml_staff, tmp_path, sent):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # no weights, no model type: the server exits at start
+    model = TrainedModel.objects.create(name="broken", kind="base", path=str(broken))
+    local = serving.serve_profile_create(user=ml_staff, name="light", spec={"kind": "local", "ready_timeout_s": 300})
+    instance = serving.server_launch(user=ml_staff, profile=local, model=model)
+    instance = serving.server_run(instance.pk)
+    assert instance.status == "failed" and "exited with code" in instance.error, instance.error
+    assert instance.host == serving.serve_host() and instance.pid and not process_alive(instance.pid)
+    assert instance.endpoint_id is None and Path(instance.log_path).is_file()
+    # a stored spec edited behind the services' back: refused at launch, never sent
+    ServeProfile.objects.filter(pk=local.pk).update(spec={"kind": "tpu"})
+    local.refresh_from_db()
+    with pytest.raises(Exception, match="serve profile is invalid"):
+        serving.server_launch(user=ml_staff, profile=local, model=model)
+    assert [s[0] for s in sent] == []  # no commit in this test: nothing went out
