@@ -25,6 +25,13 @@ def login_as(page, user, base_url: str) -> None:
     page.context.add_cookies([{"name": name, "value": client.cookies[name].value, "url": base_url}])
 
 
+def script_errors(page) -> list[str]:
+    """Uncaught script errors on ``page`` from now on (appended as they happen)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors
+
+
 def open_operator_page(page, session_id) -> None:
     """The session's page, its socket connected."""
     page.goto(f"/live/{session_id}/")
@@ -33,11 +40,12 @@ def open_operator_page(page, session_id) -> None:
 
 def open_overlay(browser, base_url: str, session_id, secret: str):
     """The subtitle overlay in its own browser context (no login, as streaming software opens it); returns
-    (page, csp violations list)."""
+    (page, list of CSP violations and script errors)."""
     context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 720})
     context.set_default_timeout(15_000)
     overlay = context.new_page()
     violations = watch_csp(overlay)
+    overlay.on("pageerror", lambda exc: violations.append(f"script error: {exc}"))
     overlay.goto(f"/live/{session_id}/overlay/?token={secret}")
     expect(overlay.get_by_test_id("overlay")).to_have_attribute("data-conn", "live")
     return overlay, violations

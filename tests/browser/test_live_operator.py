@@ -20,6 +20,7 @@ from tests.browser.live_walk import (
     pin,
     queue_row,
     screenshot,
+    script_errors,
     set_approval,
     skip,
     subtitle,
@@ -56,6 +57,7 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
     bob = comment_add(session, viewer="bob", text="hi everyone", priority=0)
     secret = overlay_secret(session, operator)
     overlay, overlay_csp = open_overlay(browser, asgi_server, session.pk, secret)
+    errors = script_errors(page)
     try:
         login_as(page, operator, asgi_server)
         open_operator_page(page, session.pk)
@@ -150,11 +152,13 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
         screenshot(page, "live-03-recording")
     finally:
         overlay.context.close()
-    assert not overlay_csp, f"Content-Security-Policy violations on the overlay: {overlay_csp}"
+    assert not overlay_csp, f"Content-Security-Policy violations or script errors on the overlay: {overlay_csp}"
+    assert not errors, f"script errors on the operator's page: {errors}"
 
 
 def test_watcher_sees_the_stream_without_controls(asgi_page, asgi_server, deployed, operator, reviewer):
     page = asgi_page
+    errors = script_errors(page)
     session = live_session_for(deployed["deployment"], operator)
     login_as(page, reviewer, asgi_server)
     open_operator_page(page, session.pk)
@@ -162,3 +166,4 @@ def test_watcher_sees_the_stream_without_controls(asgi_page, asgi_server, deploy
     assert page.get_by_test_id("controls").count() == 0 and page.get_by_test_id("mute-toggle").count() == 0
     _append(session, turn_start_events(session, []) + token_events(GOOD) + turn_end_events(GOOD), "turn-w")
     expect(turn_card(page, "turn-w").get_by_test_id("reply")).to_have_text(GOOD)
+    assert not errors, errors
