@@ -126,6 +126,7 @@ def test_a_training_job_registers_an_adapter_of_its_base_that_loads_into_vllm(
     assert job.status == "succeeded", job.error
     adapter = TrainedModel.objects.get(pk=job.result["model"])
     assert adapter.is_adapter and adapter.parent == base and adapter.lora_rank == 8
+    assert "LoRA r=8 kept apart: the result is an adapter of" in job.log_tail
     assert [m.pk for m in adapter.lineage()] == [base.pk, adapter.pk]
     assert (adapter.directory / "adapter_model.safetensors").is_file()
     assert not (adapter.directory / "config.json").exists()

@@ -57,5 +57,9 @@ def run_sft(config: SFTStageConfig, *, model_dir: str | Path, dataset_dir: str |
     cut = f" ({len(dataset) - kept} had no assistant token within max_length)" if kept < len(dataset) else ""
     reporter.log(f"HSA-SFT: {kept} of {len(dataset)} rows from {dataset_dir}{cut}, {config.max_steps} steps on "
                  f"{config.device}")
+    if config.lora is not None and not config.lora.merge:
+        wide = f"; above 16, only servers started with --max-lora-rank >= {config.lora.r} load it" \
+            if config.lora.r > 16 else ""
+        reporter.log(f"LoRA r={config.lora.r} kept apart: the result is an adapter of {model_dir}{wide}")
     return train_and_finish("sft", trainer, tokenizer, config, model_dir=model_dir, out_dir=out, progress=progress,
                             resume=resume)
