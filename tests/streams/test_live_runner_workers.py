@@ -75,7 +75,9 @@ def test_a_killed_worker_is_replaced_by_the_sweep_and_nothing_is_lost_or_answere
         pid = int(holder.split(":")[1])
         assert pid in workers, (holder, list(workers))  # only a worker this test started is killed
         second = comment(session, "is #102 in stock?", viewer="bob")
-        wait_for(lambda: LiveComment.objects.get(pk=second).status == "answering", every=0.02)
+        turn = wait_for(lambda: LiveComment.objects.get(pk=second).turn_id, every=0.02)
+        wait_for(lambda: LiveEvent.objects.filter(session_id=session.pk, turn_id=turn, type="turn_started").exists(),
+                 every=0.02)
         os.kill(pid, signal.SIGKILL)  # mid-turn, most likely: the turn started, nothing spoken yet
         killed_at = time.monotonic()
         dead_proc, dead_log = workers.pop(pid)
@@ -83,7 +85,9 @@ def test_a_killed_worker_is_replaced_by_the_sweep_and_nothing_is_lost_or_answere
         dead_log.close()
         third = comment(session, "any coupons today?", viewer="cat")
         resumed = wait_for(lambda: events(session.pk, "runner_resumed"), timeout=RESUME_WITHIN_S + 30)[0]
-        assert time.monotonic() - killed_at < RESUME_WITHIN_S
+        resumed_after = time.monotonic() - killed_at
+        print(f"runner resumed {resumed_after:.1f} s after the worker was killed")
+        assert resumed_after < RESUME_WITHIN_S
         assert resumed.payload["previous"] == holder and resumed.payload["runner"] != holder
         wait_for(lambda: all(LiveComment.objects.get(pk=c).status == "answered" for c in (second, third)),
                  timeout=120)
@@ -92,10 +96,39 @@ def test_a_killed_worker_is_replaced_by_the_sweep_and_nothing_is_lost_or_answere
                                                                     type="session_started").exists()
         _answered_once(session.pk, [first, second, third])
         # a turn the dead runner left half-run ends failed, and its comments were answered again by a later turn
+        print(f"turns left half-run by the dead runner: {len(events(session.pk, 'turn_failed'))}")
         for failed in events(session.pk, "turn_failed"):
             assert failed.payload.get("runner_lost") and not spoken_for(session.pk, second)[0].turn_id == failed.turn_id
     finally:
         stop_process(sched, sched_log)
+        for proc, log in workers.values():
+            stop_worker(proc, log)
+
+
+def test_a_worker_shutting_down_hands_its_session_over(operator, live_deployment, settings):
+    """A warm shutdown (SIGTERM, as a deploy or `make run`'s Ctrl-C sends) does not wait for the broadcast to end:
+    the runner stops after its turn, gives the lease back and the session goes on in the other worker."""
+    queue = f"live-{uuid.uuid4().hex[:8]}"
+    settings.INTERACTIVE_QUEUE = queue
+    w1, log1 = _interactive_worker(queue, f"{queue}-a")
+    w2, log2 = _interactive_worker(queue, f"{queue}-b")
+    workers = {w1.pid: (w1, log1), w2.pid: (w2, log2)}
+    try:
+        session = session_start(operator, live_deployment)
+        first = comment(session, "how much is #101?")
+        wait_for(lambda: spoken_for(session.pk, first))
+        holder = LiveSession.objects.get(pk=session.pk).runner_id
+        proc, log = workers.pop(int(holder.split(":")[1]))
+        proc.terminate()
+        assert proc.wait(30) == 0  # a warm shutdown that finished: it did not wait for the session to end
+        log.close()
+        second = comment(session, "is #102 in stock?", viewer="bob")
+        wait_for(lambda: LiveComment.objects.get(pk=second).status == "answered", timeout=120)
+        runner = LiveSession.objects.get(pk=session.pk).runner_id
+        assert runner and runner != holder and int(runner.split(":")[1]) in workers
+        assert not events(session.pk, "runner_resumed")  # handed over, not taken over from a dead runner
+        _answered_once(session.pk, [first, second])
+    finally:
         for proc, log in workers.values():
             stop_worker(proc, log)
 
