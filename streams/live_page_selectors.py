@@ -88,11 +88,12 @@ def live_stream_start(*, session_id, turns: int = RECENT_TURNS) -> int:
 
 
 def live_session_log(*, session_id, up_to: int | None = None) -> list[dict[str, Any]]:
-    """Session-level events (controls, faults, label moves, start and end), oldest first, as messages."""
+    """What operators did and what happened to the session (controls, takeovers, rejected replies, faults, label
+    moves, start and end), oldest first, as messages: not every reply the avatar spoke (the transcript has them)."""
     qs = LiveEvent.objects.filter(session_id=session_id, type__in=LOG_TYPES).order_by("seq")
     if up_to is not None:
         qs = qs.filter(seq__lte=up_to)
-    return [e.as_message() for e in qs]
+    return [e.as_message() for e in qs if e.type != "reply_spoken" or (e.payload or {}).get("by") == "human"]
 
 
 def _live_turn(t: dict[str, Any], extra: list[dict[str, Any]]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from streams import live_page_selectors as pages
 from streams.models import LiveSession, LiveToken
 
 TRANSCRIPT_PER_PAGE = 50
-PANELS = ("state", "pending", "queue", "log", "tokens")
+PANELS = ("state", "pending", "queue", "log", "tokens", "deployment")
 
 
 def _session_or_404(session_id) -> LiveSession:
@@ -93,6 +93,8 @@ def _page(request: HttpRequest, session: LiveSession, *, result: dict[str, Any] 
     context: dict[str, Any] = {"session": session, "can_run": can_run, "result": result,
                                "pinned": (session.room_state or {}).get("pinned") or None, **_panels(session)}
     if panel is not None:  # one panel redrawn (htmx): only what it shows
+        if panel == "deployment":
+            context["in_force"] = _in_force(session)
         return render(request, f"streams/live/session.html#{panel}", context, status=status)
     context.update(duration=_duration(session), in_force=_in_force(session),
                    products=[p for p in (session.room_state or {}).get("products") or [] if isinstance(p, dict)])

@@ -38,7 +38,7 @@
   const PANELS_OF = {
     comment_in: ["queue"], comment_status: ["queue"], turn_started: ["queue"],
     muted: ["state", "log"], approval_mode: ["state", "pending", "log"], product_pinned: ["state", "log"],
-    version_changed: ["state", "log"], fault: ["log"], failover: ["log"], breaker: ["log"], runner_resumed: ["log"],
+    version_changed: ["state", "log", "deployment"], fault: ["log"], failover: ["log"], breaker: ["log"], runner_resumed: ["log"],
     reply_pending: ["pending"], reply_spoken: ["pending", "log"], reply_rejected: ["pending", "log"],
     session_started: ["log"], session_ended: ["state", "log"],
   };

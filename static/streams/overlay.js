@@ -11,15 +11,18 @@
   const token = new URLSearchParams(location.search).get("token") || "";
   const clearMs = (+root.dataset.clearS || 8) * 1000;
   let lastSeq = null, socket = null, retry = 0, timer = null, closedForGood = false;
-  const shown = []; // every line shown, for tests: nothing unapproved ever appeared
+  const shown = []; // every line shown ({text, final}), for tests: what streamed, nothing unapproved
 
   // markup a model may stream before it is parsed out (a tool call written as text, reasoning tags)
-  const visible = (text) => text.replace(/<(tool_call|think)>[\s\S]*$/, "").replace(/\s+/g, " ").trim();
+  const visible = (text) => text.replace(/<(think|tool_call)>[\s\S]*?<\/\1>/g, "") // closed blocks
+    .replace(/<(think|tool_call)>[\s\S]*$/, "") // one still open at the end
+    .replace(/\s+/g, " ").trim();
   function show(text, final) {
     clearTimeout(timer);
     line.dataset.raw = text;
     line.textContent = visible(text);
-    if (line.textContent && shown[shown.length - 1] !== line.textContent) shown.push(line.textContent);
+    const prev = shown[shown.length - 1];
+    if (line.textContent && !(prev && prev.text === line.textContent && prev.final === final)) shown.push({ text: line.textContent, final: final });
     root.dataset.state = line.textContent ? (final ? "final" : "streaming") : "idle";
     if (final || !line.textContent) timer = setTimeout(clear, clearMs);
     else timer = setTimeout(clear, clearMs * 3); // a stream that stalls does not hang on screen forever

