@@ -177,3 +177,17 @@ def test_bad_requests_say_where_and_save_nothing(recorded, operator):
     assert paths == {"harness_version", "endpoint", "sampling.temperature", "sampling.nope", "seed", "deadline_s",
                      "request_model"}
     assert SessionReplay.objects.count() == 0
+
+
+def test_the_model_name_requests_carry_is_the_replays(recorded, ml_staff):
+    """request_model goes into every request (a LoRA adapter's name on a vLLM server): a name the server does not
+    serve is refused by vLLM itself, so each new turn ends on the fallback line with the endpoint's error."""
+    replay = S.session_replay_start(user=ml_staff, session=recorded["session"], harness_version=recorded["v1"],
+                                    endpoint=recorded["endpoint"], request_model="no-such-adapter", enqueue=False)
+    replay = S.session_replay_execute(replay_id=replay.pk)
+    assert replay.status == Job.Status.SUCCEEDED, replay.error
+    for row in replay.turns.all():
+        assert row.new["fallback"] and row.new["reason"] == "model_error"
+        errors = [e for e in row.events if e["type"] == "error"]
+        assert errors and ("no-such-adapter" in errors[0]["message"] or "404" in errors[0]["message"]), errors
+    assert replay.summary["new"]["fallbacks"] == 3
