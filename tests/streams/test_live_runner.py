@@ -176,3 +176,41 @@ def test_pin_and_skip(operator, manager, live_deployment):
         C.live_comment_skip(user=operator, session=session, comment_id="x")
     with pytest.raises(NotAllowed):
         C.live_comment_skip(user=manager, session=session, comment_id=cid)
+
+
+def test_a_replay_feed_plays_comments_in_beside_the_runner(operator, live_deployment, demo_scenarios):
+    session = session_start(operator, live_deployment, feed="replay",
+                            feed_config={"scenario": "evening-flash-sale", "speed": 120})
+    with RunnerThread(session.pk):
+        wait_for(lambda: len(events(session.pk, "reply_spoken")) >= 2, timeout=180)
+    replayed = LiveComment.objects.filter(session_id=session.pk, source="replay")
+    assert replayed.exists()
+    answered = replayed.filter(status="answered")
+    assert answered.count() >= 2 and all(spoken_for(session.pk, c.pk) for c in answered)
+
+
+CONTROLS = {
+    "mute": lambda u, s: C.live_session_mute(user=u, session=s, muted=True),
+    "approval": lambda u, s: C.live_approval_mode(user=u, session=s, on=True),
+    "approve": lambda u, s: C.live_reply_approve(user=u, session=s, turn_id="t"),
+    "reject": lambda u, s: C.live_reply_reject(user=u, session=s, turn_id="t"),
+    "takeover": lambda u, s: C.live_takeover_say(user=u, session=s, text="hello everyone!"),
+    "skip": lambda u, s: C.live_comment_skip(user=u, session=s, comment_id=1),
+    "pin": lambda u, s: C.live_product_pin(user=u, session=s, link_id=None),
+}
+
+
+@pytest.mark.parametrize("control", sorted(CONTROLS))
+def test_only_operators_steer_and_only_a_live_session(control, operator, manager, reviewer, outsider,
+                                                      live_deployment):
+    from streams.services.live_sessions import live_session_end
+
+    session = session_start(operator, live_deployment)
+    before = LiveSession.objects.get(pk=session.pk).last_seq
+    for user in (manager, reviewer, outsider):
+        with pytest.raises(NotAllowed):
+            CONTROLS[control](user, session)
+    assert LiveSession.objects.get(pk=session.pk).last_seq == before  # nothing stored
+    live_session_end(user=operator, session=session)
+    with pytest.raises(InvalidTransition, match="ended"):
+        CONTROLS[control](operator, session)
