@@ -85,7 +85,8 @@ def test_who_may_connect(session, operator, reviewer, outsider):
 
     async def go():
         out = {}
-        for name, comm in {"anonymous": live_communicator(session.pk), "outsider": live_communicator(session.pk, outsider),
+        for name, comm in {"anonymous": live_communicator(session.pk),
+                           "outsider": live_communicator(session.pk, outsider),
                            "unknown": live_communicator(uuid.uuid4(), operator),
                            "operator": live_communicator(session.pk, operator),
                            "watcher": live_communicator(session.pk, reviewer)}.items():
@@ -126,7 +127,8 @@ def test_resume_by_seq_with_nothing_lost_or_repeated(session, operator, reviewer
         await database_sync_to_async(_append)(session.pk, turn_start_events(session, [c1]), turn)
         tokens = token_events(GOOD, size=4)
         await database_sync_to_async(_append)(session.pk, tokens[:5], turn)
-        seen_drop += await events_until(drop, lambda e: e["type"] == "token" and e["payload"]["delta"] == tokens[2][1]["delta"])
+        third = tokens[2][1]["delta"]
+        seen_drop += await events_until(drop, lambda e: e["type"] == "token" and e["payload"]["delta"] == third)
         await drop.disconnect()  # mid-turn: events keep being stored while it is away
         for i in range(5, len(tokens), 3):
             await database_sync_to_async(_append)(session.pk, tokens[i:i + 3], turn)
