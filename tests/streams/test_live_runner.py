@@ -126,8 +126,22 @@ def test_approve_before_speak_holds_each_reply_for_an_operator(operator, live_de
         second_pending = wait_for(lambda: [e for e in events(session.pk, "reply_pending")
                                            if e.turn_id != pending.turn_id])[0]
         C.live_reply_reject(user=operator, session=session, turn_id=second_pending.turn_id)
+        third = comment(session, "how much is #101?", viewer="cat")
+        third_pending = wait_for(lambda: [e for e in events(session.pk, "reply_pending")
+                                          if e.turn_id not in (pending.turn_id, second_pending.turn_id)])[0]
+        product = session.room_state["products"][0]
+        # an edit passes the output hooks again: an invented price is refused and the reply still waits
+        with pytest.raises(ValidationFailed):
+            C.live_reply_approve(user=operator, session=session, turn_id=third_pending.turn_id,
+                                 text=f"{product['title']} is $1 today.")
+        assert LiveComment.objects.get(pk=third).status == "answering"
+        edit = f"{product['title']} is ${product['price']:g} right now."
+        edited = C.live_reply_approve(user=operator, session=session, turn_id=third_pending.turn_id, text=edit)
+        assert (edited["text"], edited["by"], edited["edited"]) == (edit, "human", True)
     assert LiveComment.objects.get(pk=first).status == "answered"
     assert LiveComment.objects.get(pk=second).status == "skipped"
+    assert LiveComment.objects.get(pk=third).status == "answered"
+    assert [e.payload["by"] for e in events(session.pk, "reply_spoken")] == ["avatar", "human"]
     assert [e.payload["by"] for e in events(session.pk, "reply_rejected")] == [operator.get_username()]
     with pytest.raises(LiveEvent.DoesNotExist):
         C.live_reply_approve(user=operator, session=session, turn_id="nope")
