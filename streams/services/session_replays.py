@@ -143,12 +143,13 @@ def session_replay_resume(*, user, replay: SessionReplay) -> SessionReplay:
 # --- the worker --------------------------------------------------------------------------------------------------
 
 
+SUMMARY_FIELDS = ("original", "new", "changed", "regressed", "improved", "skipped", "error")
+
+
 def replay_summary(replay: SessionReplay, *, turns: int) -> dict[str, Any]:
     from streams.replay_compare import summarise
 
-    rows = list(replay.turns.order_by("position").values("original", "new", "changed", "regressed", "improved",
-                                                          "skipped", "error"))
-    return summarise(rows, turns=turns)
+    return summarise(list(replay.turns.order_by("position").values(*SUMMARY_FIELDS)), turns=turns)
 
 
 class _Manifests:
@@ -207,7 +208,7 @@ def _play_turn(replay: SessionReplay, turn: dict[str, Any], backend: Any, manife
 def _replay(replay: SessionReplay, reporter: JobReporter, *, backend_factory: Callable[[], Any] | None,
             on_turn: Callable[[SessionReplayTurn, int, int], None] | None) -> dict[str, Any]:
     from streams.engine.client import OpenAIChatClient
-    from streams.replay_compare import compare
+    from streams.replay_compare import compare, summarise
 
     reporter.stage("reading the recording")
     session = replay.session
@@ -226,6 +227,7 @@ def _replay(replay: SessionReplay, reporter: JobReporter, *, backend_factory: Ca
         backend = OpenAIChatClient(config)
     reporter.stage("replaying turns")
     stored = len(done)
+    kept = list(replay.turns.values(*SUMMARY_FIELDS))  # the summary so far, kept up to date as turns are stored
     try:
         for position, turn in enumerate(turns, 1):
             if turn["turn_id"] in done:
@@ -248,6 +250,8 @@ def _replay(replay: SessionReplay, reporter: JobReporter, *, backend_factory: Ca
                                                                          flags["improved"])
             row.save()
             stored += 1
+            kept.append({f: getattr(row, f) for f in SUMMARY_FIELDS})
+            SessionReplay.objects.filter(pk=replay.pk).update(summary=summarise(kept, turns=total))
             reporter.progress(stored, total)
             if on_turn is not None:
                 on_turn(row, stored, total)

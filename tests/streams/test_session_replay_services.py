@@ -128,6 +128,7 @@ def test_cancel_between_turns_and_resume_plays_only_the_rest(recorded, operator)
                                     endpoint=recorded["endpoint"], enqueue=False)
 
     def cancel_after_first(row, done, total):
+        assert SessionReplay.objects.get(pk=replay.pk).summary["stored"] == done  # the page's summary as it runs
         if done == 1:
             S.session_replay_cancel(user=operator, replay=SessionReplay.objects.get(pk=replay.pk))
 
