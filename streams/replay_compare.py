@@ -12,6 +12,7 @@ accuracy, effectiveness, or a fallback where the original spoke) or improved (be
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -51,8 +52,6 @@ def parse_events(payloads: Iterable[Mapping[str, Any]]) -> list[TurnEvent]:
 
 
 def _short(arguments: Any) -> Any:
-    import json
-
     text = json.dumps(arguments, ensure_ascii=False, default=str)
     return arguments if len(text) <= MAX_ARGUMENT_CHARS else text[:MAX_ARGUMENT_CHARS] + "…"
 
@@ -85,7 +84,6 @@ def turn_side(*, events: Sequence[TurnEvent], manifest: Any, comments: Sequence[
     hooks = [{"hook_id": e.hook_id, "kind": e.kind, "point": e.point, "passed": e.passed, "on_fail": e.on_fail,
               "message": e.message, "detail": e.detail} for e in events if isinstance(e, HookResult)]
     timing = next((e for e in reversed(events) if isinstance(e, Timings)), None)
-    judgement = None
     if manifest is not None:
         calls, backing, loaded = turn_calls(SimpleNamespace(events=list(events)), manifest)
     else:
