@@ -16,6 +16,9 @@
   // markup a model may stream before it is parsed out (a tool call written as text, reasoning tags)
   const visible = (text) => text.replace(/<(think|tool_call)>[\s\S]*?<\/\1>/g, "") // closed blocks
     .replace(/<(think|tool_call)>[\s\S]*$/, "") // one still open at the end
+    .replace(/<\/?(think|tool_call)>/g, "") // a stray tag (the server dropped its pair as a special token)
+    .replace(/^\s*\{[\s\S]*$/, "") // a tool call written as JSON, its tag dropped (no reply opens with "{")
+    .replace(/<\/?[a-z_]*$/, "") // a tag cut in half at the end
     .replace(/\s+/g, " ").trim();
   function show(text, final) {
     clearTimeout(timer);
@@ -29,14 +32,25 @@
   }
   function clear() { clearTimeout(timer); line.dataset.raw = ""; line.textContent = ""; root.dataset.state = "idle"; }
 
+  // what each turn's current model call streamed: a token continues its own turn's words, never a line another
+  // turn put up (an operator's takeover said while a turn streams); turns in flight when the avatar is muted stay
+  // silent (their reply is withheld)
+  const raws = {}, silenced = new Set();
   function render(ev) {
-    const p = ev.payload || {};
+    const p = ev.payload || {}, turn = ev.turn_id || "";
     switch (ev.type) {
-      case "turn_started": case "model_request": case "tool_call": case "reply_pending": case "reply_rejected":
-      case "muted": case "session_ended": case "approval_mode":
+      case "turn_started": case "model_request": case "tool_call":
+        raws[turn] = ""; clear(); break;
+      case "muted":
+        for (const t of Object.keys(raws)) silenced.add(t);
         clear(); break;
-      case "token": show((line.dataset.raw || "") + p.delta, false); break;
-      case "reply_spoken": show(p.text || "", true); break;
+      case "reply_pending": case "reply_rejected": case "session_ended": case "approval_mode":
+        delete raws[turn]; clear(); break;
+      case "token":
+        if (silenced.has(turn)) break;
+        raws[turn] = (raws[turn] || "") + p.delta;
+        show(raws[turn], false); break;
+      case "reply_spoken": delete raws[turn]; show(p.text || "", true); break;
       default: break;
     }
   }
