@@ -248,7 +248,7 @@ class Backends:
 def live_turn_run(*, session_id, runner: str, turn_id: str, backends: Backends):
     """Run the turn answering the comments marked with ``turn_id`` (module docstring). Returns the TurnResult, or
     None when the turn could not start (the deployment has nothing in force: a ``fault`` event, comments queued
-    again)."""
+    again; the avatar was muted after the batch was claimed: ``reply_rejected`` by muted, comments queued again)."""
     session = LiveSession.objects.select_related("deployment", "version_in_force__harness",
                                                  "revision_in_force").get(pk=session_id)
     comments = list(LiveComment.objects.filter(session=session, turn_id=turn_id,
@@ -276,6 +276,14 @@ def live_turn_run(*, session_id, runner: str, turn_id: str, backends: Backends):
     with transaction.atomic():
         locked = (LiveSession.objects.select_for_update(of=("self",))
                   .select_related("version_in_force__harness", "revision_in_force").get(pk=session.pk))
+        if locked.muted:  # muted since the batch was claimed: no turn starts, its comments wait for the unmute
+            closed = _comments_close(session.pk, [c.pk for c in comments], LiveComment.Status.QUEUED,
+                                     "the avatar was muted: answered after unmuting")
+            live_event_append(session_id=session.pk, turn_id=turn_id, events=[
+                ("reply_rejected", {"text": "", "by": "muted", "message": "the avatar was muted before the turn "
+                                    "started: nothing was asked, its comments are answered after unmuting"}),
+                *closed])
+            return None
         events: list[tuple[str, dict[str, Any]]] = []
         if locked.version_in_force_id != version.pk or locked.revision_in_force_id != in_force.revision.pk:
             events.append(("version_changed", {
