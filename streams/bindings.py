@@ -18,7 +18,7 @@ Room dict shape (keys other than ``products`` may be missing; sensible defaults 
       "clock_minute": int,             # minutes since the broadcast started
       "low_stock_threshold": int,      # default 10
       "products": [{"link_id": int, "title": str, "price": float, "list_price": float, "stock": int,
-                    "attributes": {...}, "compliance_notes": [str]}],
+                    "attributes": {...}, "attribute_order": [str], "compliance_notes": [str]}],
       "coupons": [{"code": str, "discount": float, "min_spend": float, "expires_at_minute": int,
                    "remaining": int}],
       "campaign": {"phase": str, "flash_sale": {"link_id": int, "price": float, "ends_at_minute": int} | None},
@@ -122,19 +122,29 @@ def coupon_active(room: dict, coupon: dict) -> bool:
 # --- implementations -------------------------------------------------------------------------------
 
 
+def ordered_attribute_keys(attributes: dict[str, Any], order: Any) -> list[str]:
+    """A product's attribute keys in their written order: the known keys of ``order`` (the product's
+    ``attribute_order``) first, then any others as the dict has them. A stored room loses its dicts' key order
+    (PostgreSQL's jsonb sorts keys) but keeps lists."""
+    known = [k for k in (order if isinstance(order, list) else []) if isinstance(k, str) and k in attributes]
+    seen = set(known)
+    return known + [k for k in attributes if k not in seen]
+
+
 def product_info(room: dict, link_id: int) -> dict[str, Any]:
     """Facts about one product; the source the factual-risk hook trusts for prices and stock."""
     product, err = _find_product(room, link_id)
     if err:
         return err
     assert product is not None
+    attributes = product.get("attributes") if isinstance(product.get("attributes"), dict) else {}
     result: dict[str, Any] = {
         "link_id": product["link_id"],
         "title": product.get("title", ""),
         "price": product.get("price"),
         "list_price": product.get("list_price"),
         "stock": product.get("stock"),
-        "attributes": dict(product.get("attributes") or {}),
+        "attributes": {k: attributes[k] for k in ordered_attribute_keys(attributes, product.get("attribute_order"))},
         "compliance_notes": list(product.get("compliance_notes") or []),
     }
     sale = active_flash_sale(room)

@@ -54,6 +54,8 @@ class Product(models.Model):
     list_price = models.DecimalField(**MONEY)
     stock = models.PositiveIntegerField(default=0)
     attributes = models.JSONField(default=dict, blank=True)
+    # jsonb keeps no key order: the attributes' written order, which the model reads them in (streams.bindings)
+    attribute_order = models.JSONField(default=list, blank=True, help_text="the attribute keys in written order")
     compliance_notes = models.JSONField(default=list, blank=True,
                                         help_text="claims that must not be made, wording to use (a list of strings)")
 

@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness_editor.schemas import FieldError, ManifestError, load_yaml, pydantic_errors
-from streams.bindings import BINDINGS
+from streams.bindings import BINDINGS, ordered_attribute_keys
 
 __all__ = [
     "EVENT_KINDS",
@@ -88,7 +88,17 @@ class Product(_Strict):
     list_price: Money
     stock: Count
     attributes: dict[str, Any] = Field(default_factory=dict)
+    # PostgreSQL's jsonb keeps object keys sorted its own way, and a small model reads a tool result's attributes
+    # in the order they were written (the demo model loops on lookup_product when they come reordered): the order
+    # travels beside the dict as a list, which jsonb keeps, and streams.bindings.product_info restores it.
+    attribute_order: list[str] = Field(default_factory=list,
+                                       description="the order of the attributes as written (default: as given)")
     compliance_notes: list[Text] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _attribute_order(self) -> Product:
+        self.attribute_order = ordered_attribute_keys(self.attributes, self.attribute_order)
+        return self
 
 
 class Coupon(_Strict):

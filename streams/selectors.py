@@ -29,6 +29,7 @@ def room_state(room: LiveRoom) -> dict[str, Any]:
             "list_price": _money(p.list_price),
             "stock": p.stock,
             "attributes": dict(p.attributes or {}),
+            "attribute_order": list(p.attribute_order or []),
             "compliance_notes": list(p.compliance_notes or []),
         }
         for p in room.products.all()

@@ -78,7 +78,7 @@ def live_room_load(*, room: dict[str, Any] | Room, slug: str | None = None) -> L
         Product.objects.bulk_create(
             Product(room=live, position=i, link_id=p.link_id, title=p.title, price=_money(p.price),
                     list_price=_money(p.list_price), stock=p.stock, attributes=p.attributes,
-                    compliance_notes=p.compliance_notes)
+                    attribute_order=p.attribute_order, compliance_notes=p.compliance_notes)
             for i, p in enumerate(room.products)
         )
         Coupon.objects.bulk_create(

@@ -27,8 +27,11 @@ pytestmark = pytest.mark.django_db
 
 
 def expected_demo_room() -> dict:
+    """The file's room as the bindings get it: each product's attribute order written beside its attributes."""
     room = copy.deepcopy(DEMO_ROOM)
     room["room_id"] = services.DEMO_ROOM_SLUG
+    for p in room["products"]:
+        p["attribute_order"] = list(p.get("attributes") or {})
     return room
 
 

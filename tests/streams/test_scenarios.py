@@ -27,6 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_ROOM = yaml.safe_load((ROOT / "harness_editor" / "demo" / "room.yaml").read_text(encoding="utf-8"))
 
 
+def with_attribute_order(room: dict[str, Any]) -> dict[str, Any]:
+    """A room dict as parsing gives it back: each product's attribute order written beside its attributes."""
+    room = copy.deepcopy(room)
+    for p in room["products"]:
+        p["attribute_order"] = list(p.get("attributes") or {})
+    return room
+
+
 def minimal() -> dict[str, Any]:
     room = copy.deepcopy(DEMO_ROOM)
     room["clock_minute"] = 0
@@ -101,7 +109,7 @@ def test_initial_room_is_the_bindings_shape_and_defaults_to_scenario_names():
     assert room["room_id"] == "tiny" and room["title"] == "Tiny"
     expected = copy.deepcopy(DEMO_ROOM)
     expected.update(clock_minute=0, room_id="tiny", title="Tiny")
-    assert room == expected
+    assert room == with_attribute_order(expected)
     room["products"][0]["stock"] = 0
     assert s.initial_room()["products"][0]["stock"] == 180  # a fresh copy each call
 
@@ -302,7 +310,7 @@ def test_all_errors_of_a_pass_are_reported_together():
 
 def test_parse_room_validates_a_bindings_room():
     room = parse_room(copy.deepcopy(DEMO_ROOM))
-    assert room.to_dict() == DEMO_ROOM
+    assert room.to_dict() == with_attribute_order(DEMO_ROOM)
     bad = copy.deepcopy(DEMO_ROOM)
     bad["products"][0]["stock"] = -1
     bad["pinned"] = {"link_id": 5, "title": "x", "duration_s": 10, "pinned_at_minute": 1}
