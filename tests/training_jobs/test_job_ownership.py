@@ -203,7 +203,9 @@ def test_another_ml_user_and_a_lead_watch_the_progress_socket(erin, ml_staff2, m
 def test_the_ml_lead_role_is_ml_staff_plus_managing_others_work(ml_lead, ml_staff):
     group = Group.objects.get(name=roles.ML_LEAD)
     perms = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")}
-    assert perms == roles.ROLE_PERMISSIONS[roles.ML_STAFF] | {roles.MANAGE_ANY_TRAINING, roles.PIN_EVAL_SET}
+    # plus the second pair of eyes on deployment changes and their rollback (a model or adapter goes live)
+    assert perms == roles.ROLE_PERMISSIONS[roles.ML_STAFF] | {roles.MANAGE_ANY_TRAINING, roles.PIN_EVAL_SET,
+                                                              roles.REVIEW_DEPLOYMENT, roles.ROLLBACK_DEPLOYMENT}
     assert ml_lead.has_perm(roles.MANAGE_ANY_TRAINING) and not ml_staff.has_perm(roles.MANAGE_ANY_TRAINING)
     assert Permission.objects.get(codename="manage_any_trainingjob").name == (
         "Can cancel and resume other people's training jobs and dataset builds (ML lead)")
