@@ -113,9 +113,9 @@ class SessionRunner:
                 live_runner_wait(self.session_id, min(wait_s if wait_s is not None else self.poll_s, self.poll_s))
                 continue
             try:
-                T.live_turn_run(session_id=self.session_id, runner=self.runner, turn_id=turn_id,
-                                backends=self.backends)
-                self.turns += 1
+                result = T.live_turn_run(session_id=self.session_id, runner=self.runner, turn_id=turn_id,
+                                         backends=self.backends)
+                self.turns += result is not None  # None: no turn started (muted meanwhile, nothing to answer)
                 failures = 0
             except Exception:
                 # e.g. the deployment has nothing in force (a fault event, the comments queued again): wait longer
