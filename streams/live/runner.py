@@ -47,6 +47,16 @@ def runners_stop_all() -> int:
     return len(runners)
 
 
+def release_pooled_connection() -> None:
+    """Give this thread's database connection back to the process's pool (PostgreSQL's default): a runner idle
+    between turns and its beat thread between beats must not hold the pool (max HAT_DB_POOL_MAX a process), or a
+    worker with several sessions starves its own turns and preview turns. Without a pool the connection is kept
+    (reconnecting every poll would cost more than it saves)."""
+    if connection.connection is not None and getattr(connection, "pool", None) is not None \
+            and not connection.in_atomic_block:
+        connection.close()
+
+
 class SessionRunner:
     """Runs one live session until it ends (see the module docstring). ``task_id``: the Celery task it runs in
     (a lease queued for that task is taken as this runner's)."""
@@ -110,6 +120,7 @@ class SessionRunner:
                 self._stop.wait(ERROR_BACKOFF_S)
                 continue
             if turn_id is None:
+                release_pooled_connection()
                 live_runner_wait(self.session_id, min(wait_s if wait_s is not None else self.poll_s, self.poll_s))
                 continue
             try:
@@ -155,6 +166,7 @@ class SessionRunner:
                 except Exception:  # a database blip: the next beat tries again (the lease lasts RUNNER_STALE_S)
                     logger.warning("live session %s: renewing the lease failed", self.session_id, exc_info=True)
                     close_old_connections()
+                release_pooled_connection()
         finally:
             connection.close()  # this thread's own connection
 

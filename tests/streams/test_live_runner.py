@@ -228,3 +228,29 @@ def test_only_operators_steer_and_only_a_live_session(control, operator, manager
     live_session_end(user=operator, session=session)
     with pytest.raises(InvalidTransition, match="ended"):
         CONTROLS[control](operator, session)
+
+
+def test_an_idle_runner_gives_its_pooled_connections_back(operator, live_deployment):
+    """A worker runs many sessions: between turns a runner and its beat thread hold no connection of the process's
+    pool, or a few sessions would starve every turn of the worker."""
+    import time
+
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None)
+    if pool is None:
+        pytest.skip("no connection pool configured (HAT_DB_POOL_MAX=0 or SQLite)")
+    session = session_start(operator, live_deployment)
+
+    def checked_out() -> int:
+        stats = pool.get_stats()
+        return stats["pool_size"] - stats["pool_available"]
+
+    baseline = checked_out()
+    with RunnerThread(session.pk, poll_s=0.2):
+        wait_for(lambda: LiveSession.objects.get(pk=session.pk).runner_id)
+        samples = []
+        for _ in range(40):  # across several polls and beats
+            samples.append(checked_out())
+            time.sleep(0.1)
+    assert min(samples) <= baseline, (baseline, samples)
