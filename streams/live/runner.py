@@ -98,7 +98,7 @@ class SessionRunner:
             beat.join(RUNNER_BEAT_S + 5)
             self._feed_stop(feed)
             self.backends.close()
-            if not self.lost.is_set():
+            if not self.lost.is_set() or reason == "session ended":  # an ended session's lease is still ours
                 self._hand_over(reason)
         return {"session": self.session_id, "ran": True, "runner": self.runner, "turns": self.turns,
                 "resumed": claim["resumed"], "reason": reason}
@@ -108,8 +108,8 @@ class SessionRunner:
 
         failures = 0
         while not self._stop.is_set():
-            if self.lost.is_set():
-                return "lease lost"
+            if self.lost.is_set():  # the beat found the lease gone: taken over, or the session ended
+                return "session ended" if self._ended() else "lease lost"
             try:
                 turn_id, wait_s = T.live_batch_claim(session_id=self.session_id, runner=self.runner)
             except T.LeaseLost:
