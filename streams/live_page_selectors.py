@@ -142,8 +142,12 @@ def live_transcript(*, session_id) -> list[dict[str, Any]]:
         elif r["type"] in MARKER_TYPES or r["type"] in ("product_pinned", "reply_spoken"):
             items.append({"kind": "event", "seq": r["seq"], "type": r["type"], "payload": r["payload"],
                           "at": r["created_at"]})
+    # a turn stands where it started: its comments may have been claimed (turn_queued) before a version change that
+    # was stored just before it started on the new version
+    started = {r["turn_id"]: r["seq"] for r in reversed(rows) if r["turn_id"] and r["type"] == "turn_started"}
     for t in fold_turns(r for r in rows if r["turn_id"]):
-        items.append({"kind": "turn", "seq": t["first_seq"], "turn": _live_turn(t, extra.get(t["turn_id"], []))})
+        items.append({"kind": "turn", "seq": started.get(t["turn_id"], t["first_seq"]),
+                      "turn": _live_turn(t, extra.get(t["turn_id"], []))})
     items.sort(key=lambda i: i["seq"])
     return items
 

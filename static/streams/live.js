@@ -49,8 +49,14 @@
     if (ev.turn_id) {
       const card = turns.card(ev.turn_id);
       if (ev.type === "version_changed") card.before(node); else card.querySelector(".final").before(node);
-    } else feed.append(node);
+    } else {
+      feed.append(node);
+      // a version change is stored before the turn that first runs on it starts, when that turn's card may already
+      // be drawn (its comments were claimed): the marker goes before it on turn_started
+      if (ev.type === "version_changed") versionMarker = node;
+    }
   }
+  let versionMarker = null;
   const vname = (v) => (v ? `${v.slug || v.harness || ""} v${v.number}` : "?");
   function final(card) { return card.querySelector(".final"); }
 
@@ -105,7 +111,9 @@
           el("span", { class: "small muted", text: p.by === "human" ? `  (said by ${p.operator || "an operator"})` : "  (spoken)" })));
         return;
       }
-      default: turns.render(ev); // turn_queued, turn_started, the engine's events; unknown types: nothing
+      default:
+        if (ev.type === "turn_started" && versionMarker) { turns.card(ev.turn_id).before(versionMarker); versionMarker = null; }
+        turns.render(ev); // turn_queued, turn_started, the engine's events; unknown types: nothing
     }
   }
 
