@@ -23,6 +23,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from streams.models import StoredEvent  # streams.models imports this module last, once StoredEvent exists
+
 
 class ServeProfile(models.Model):
     """A named, stored serve profile: the pydantic spec (kind, flags, LoRA options) as JSON. The model is not part
@@ -241,15 +243,10 @@ class LiveComment(models.Model):
         return f"{self.viewer}: {self.text[:40]}"
 
 
-class LiveEvent(models.Model):
-    """One stored event of a live session: ``seq`` increases by one per session (1, 2, 3, ...)."""
+class LiveEvent(StoredEvent):
+    """One stored event of a live session (the preview room's shape)."""
 
     session = models.ForeignKey(LiveSession, on_delete=models.CASCADE, related_name="events")
-    seq = models.BigIntegerField()
-    turn_id = models.CharField(max_length=64, blank=True, db_index=True)
-    type = models.CharField(max_length=32)
-    payload = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session", "seq"]
@@ -258,11 +255,6 @@ class LiveEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.type}"
-
-    def as_message(self) -> dict:
-        """What the WebSocket, the transcript and the overlay see (the preview room's shape)."""
-        return {"seq": self.seq, "turn_id": self.turn_id, "type": self.type, "payload": self.payload,
-                "at": self.created_at.isoformat() if self.created_at else None}
 
 
 class LiveToken(models.Model):

@@ -347,15 +347,29 @@ class ScenarioRun(Job):
                 f"({int((now - last).total_seconds())} s): the worker was stopped or killed. Start the run again.")
 
 
-class PreviewEvent(models.Model):
-    """One stored event of a preview room: ``seq`` increases by one per room (1, 2, 3, ...)."""
+class StoredEvent(models.Model):
+    """The columns and message shape of a stored, numbered event (preview rooms, live sessions): ``seq`` increases
+    by one per owner (1, 2, 3, ...); the owner's ``last_seq`` hands them out (streams.services.preview.events_store)."""
 
-    room = models.ForeignKey(PreviewRoom, on_delete=models.CASCADE, related_name="events")
     seq = models.BigIntegerField()
     turn_id = models.CharField(max_length=64, blank=True, db_index=True)
     type = models.CharField(max_length=32)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+    def as_message(self) -> dict:
+        """What the WebSocket, the transcript (and a live session's overlay) see."""
+        return {"seq": self.seq, "turn_id": self.turn_id, "type": self.type, "payload": self.payload,
+                "at": self.created_at.isoformat() if self.created_at else None}
+
+
+class PreviewEvent(StoredEvent):
+    """One stored event of a preview room."""
+
+    room = models.ForeignKey(PreviewRoom, on_delete=models.CASCADE, related_name="events")
 
     class Meta:
         ordering = ["room", "seq"]
@@ -366,10 +380,6 @@ class PreviewEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.room_id}#{self.seq} {self.type}"
 
-    def as_message(self) -> dict:
-        """What the WebSocket and the transcript see."""
-        return {"seq": self.seq, "turn_id": self.turn_id, "type": self.type, "payload": self.payload,
-                "at": self.created_at.isoformat() if self.created_at else None}
 
 from streams.live_models import (  # noqa: E402,F401  (serving, deployments and live sessions: their own module)
     Deployment, DeploymentRevision, LiveComment, LiveEvent, LiveSession, LiveToken, ServeProfile, ServerInstance)

@@ -90,13 +90,24 @@ class VllmServer:
         return f"{self.base_url}/v1"
 
     def stop(self, timeout: float = 20.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
+        """SIGTERM to the server's process group (it leads one: vLLM runs its engine core in a child), SIGKILL to
+        what is left after ``timeout`` s."""
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
             try:
                 self.proc.wait(timeout)
+                break
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+                continue
+        try:  # a child that outlived its leader
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HOST, port: int | None = None,
