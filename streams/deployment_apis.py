@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
@@ -282,41 +282,40 @@ class RevisionDetailApi(ApiView):
         return _revision_response(_revision(_deployment(deployment), number))
 
 
-class RevisionApproveApi(ApiView):
-    required_perms = {"POST": roles.REVIEW_DEPLOYMENT}
+class _RevisionDecisionApi(ApiView):
+    """POST {comment}: one decision on a revision (approve, reject, withdraw), by the service ``decide`` names."""
 
-    @extend_schema(tags=[TAG], operation_id="deployment_revision_approve", request=CommentInputSerializer,
-                   description="Approve (four eyes: not the proposer) and put the revision in force; records where "
-                               "the label points now.",
-                   responses={200: RevisionDetailSerializer, **ERRORS_WRITE})
+    decide: str = ""
+
     def post(self, request, deployment: str, number: int):
         data = _valid(CommentInputSerializer, request)
         revision = _revision(_deployment(deployment), number)
-        return _revision_response(services.deployment_approve(user=request.user, revision=revision, **data))
+        return _revision_response(getattr(services, self.decide)(user=request.user, revision=revision, **data))
 
 
-class RevisionRejectApi(ApiView):
+def _decision_schema(operation: str, description: str):
+    return extend_schema_view(post=extend_schema(
+        tags=[TAG], operation_id=f"deployment_revision_{operation}", request=CommentInputSerializer,
+        description=description, responses={200: RevisionDetailSerializer, **ERRORS_WRITE}))
+
+
+@_decision_schema("approve", "Approve (four eyes: not the proposer) and put the revision in force; records where the "
+                             "label points now.")
+class RevisionApproveApi(_RevisionDecisionApi):
     required_perms = {"POST": roles.REVIEW_DEPLOYMENT}
-
-    @extend_schema(tags=[TAG], operation_id="deployment_revision_reject", request=CommentInputSerializer,
-                   description="Reject (four eyes); the comment is required.",
-                   responses={200: RevisionDetailSerializer, **ERRORS_WRITE})
-    def post(self, request, deployment: str, number: int):
-        data = _valid(CommentInputSerializer, request)
-        revision = _revision(_deployment(deployment), number)
-        return _revision_response(services.deployment_reject(user=request.user, revision=revision, **data))
+    decide = "deployment_approve"
 
 
-class RevisionWithdrawApi(ApiView):
+@_decision_schema("reject", "Reject (four eyes); the comment is required.")
+class RevisionRejectApi(_RevisionDecisionApi):
+    required_perms = {"POST": roles.REVIEW_DEPLOYMENT}
+    decide = "deployment_reject"
+
+
+@_decision_schema("withdraw", "The proposer withdraws a revision waiting for review.")
+class RevisionWithdrawApi(_RevisionDecisionApi):
     required_perms = {"POST": roles.PROPOSE_DEPLOYMENT}
-
-    @extend_schema(tags=[TAG], operation_id="deployment_revision_withdraw", request=CommentInputSerializer,
-                   description="The proposer withdraws a revision waiting for review.",
-                   responses={200: RevisionDetailSerializer, **ERRORS_WRITE})
-    def post(self, request, deployment: str, number: int):
-        data = _valid(CommentInputSerializer, request)
-        revision = _revision(_deployment(deployment), number)
-        return _revision_response(services.deployment_withdraw(user=request.user, revision=revision, **data))
+    decide = "deployment_withdraw"
 
 
 class DeploymentRollbackApi(ApiView):
