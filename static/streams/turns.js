@@ -75,9 +75,15 @@
           break;
         case "token": {
           const s = currentStream(c);
-          if (!s.textContent.trim() && !p.delta.trim()) { /* leading whitespace: nothing to show yet */ }
-          else if (p.channel === "reasoning") s.append(el("span", { class: "reasoning", text: p.delta }));
-          else s.append(document.createTextNode(p.delta));
+          if (p.channel === "reasoning") {
+            if (s.textContent.trim() || p.delta.trim()) s.append(el("span", { class: "reasoning", text: p.delta }));
+          } else {
+            // the call's text as streamed, shown without the empty <think></think> block the demo model opens with
+            // (and without leading whitespace): one text node per call, rewritten as tokens arrive
+            s._raw = (s._raw || "") + p.delta;
+            if (!s._text) s._text = s.appendChild(document.createTextNode(""));
+            s._text.data = s._raw.replace(/<think>\s*<\/think>\s*/g, "").replace(/^\s+/, "");
+          }
           c.dataset.tokens = String((+c.dataset.tokens || 0) + 1);
           break;
         }
