@@ -22,14 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "deploy" / "systemd"
 
 
+# Under `make test` this process runs inside make: a sub-make would inherit its flags and level and print
+# "make[1]: Entering directory ..." lines into what the tests parse.
+_MAKE_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+
+
 def _make_dry_run(*targets: str) -> str:
-    return subprocess.run(["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=True).stdout
+    return subprocess.run(["make", "--no-print-directory", "-n", *targets], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=True, env=_MAKE_ENV).stdout
 
 
 def _make_var(name: str) -> str:
-    return subprocess.run(["make", "-s", "--eval", f"print-var:;@echo $({name})", "print-var"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    return subprocess.run(["make", "--no-print-directory", "-s", "--eval", f"print-var:;@echo $({name})", "print-var"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True, env=_MAKE_ENV).stdout.strip()
 
 
 def _supervised(run: str) -> dict[str, str]:
