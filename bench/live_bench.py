@@ -205,19 +205,53 @@ def added_ms(viewers: list[Viewer], ref: Viewer) -> tuple[list[float], list[floa
     return added, endpoint
 
 
+def _client_process(ws_base: str, cookie: str, origin: str, specs: list[tuple[str, bool]], ready, control,
+                    results) -> None:
+    """One client process: its share of the viewers, until the main process sends the seqs each session ended at
+    (then it drains up to them, at most 30 s) and gets their figures back."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        viewers = []
+        for sid, keep in specs:
+            v = Viewer(sid)
+            v.keep_events = keep
+            viewers.append(v)
+        tasks = [asyncio.create_task(v.run(ws_base, cookie, origin, stop)) for v in viewers]
+        ready.put(len(viewers))
+        last = await asyncio.to_thread(control.get)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(v.last_seq < last[v.session_id] for v in viewers):
+            await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.gather(*tasks)
+        results.put([dict(v.__dict__) for v in viewers])
+
+    asyncio.run(main())
+
+
 async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_per: int, *, comments_per_s: float,
-               seconds: float | None = None, turns: int | None = None) -> dict:
-    """Viewers on each session; comments at ``comments_per_s`` per session (or one at a time, waiting for each
-    turn, when ``turns`` is given)."""
+               seconds: float | None = None, turns: int | None = None, client_procs: int = 4) -> dict:
+    """Viewers on each session, spread over ``client_procs`` processes (one Python process reading 50 sockets
+    would itself delay the last of them: real viewers are separate browsers); comments at ``comments_per_s`` per
+    session (or one at a time, waiting for each turn, when ``turns`` is given)."""
+    import multiprocessing
+
     import httpx
 
     ws_base = base.replace("http://", "ws://")
-    stop = asyncio.Event()
-    viewers = [Viewer(sid) for sid, _ in sessions for _ in range(viewers_per)]
-    for v in viewers[::viewers_per]:
-        v.keep_events = True
-    tasks = [asyncio.create_task(v.run(ws_base, cookie, base, stop)) for v in viewers]
-    await asyncio.sleep(2.0 + 0.05 * len(viewers))  # everyone connected and through the backlog
+    specs = [(sid, i == 0) for sid, _ in sessions for i in range(viewers_per)]
+    n = max(1, min(client_procs, len(specs)))
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    controls = [ctx.Queue() for _ in range(n)]
+    children = [ctx.Process(target=_client_process, args=(ws_base, cookie, base, specs[k::n], ready, controls[k],
+                                                          results), daemon=True) for k in range(n)]
+    for child in children:
+        child.start()
+    for _ in children:
+        await asyncio.to_thread(ready.get, True, 120)
+    await asyncio.sleep(2.0 + 0.05 * len(specs))  # everyone connected and through the backlog
     ids = [sid for sid, _ in sessions]
     async with httpx.AsyncClient(timeout=30, trust_env=False) as client:
         i = 0
@@ -245,11 +279,16 @@ async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_
 
     last = {str(r["pk"]): r["last_seq"] for r in await asyncio.to_thread(
         lambda: list(LiveSession.objects.filter(pk__in=ids).values("pk", "last_seq")))}
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(v.last_seq < last[v.session_id] for v in viewers):
-        await asyncio.sleep(0.2)
-    stop.set()
-    await asyncio.gather(*tasks)
+    for control in controls:
+        control.put(last)
+    viewers = []
+    for _ in children:
+        for state in await asyncio.to_thread(results.get, True, 120):
+            v = Viewer.__new__(Viewer)
+            v.__dict__.update(state)
+            viewers.append(v)
+    for child in children:
+        child.join(10)
     behind = sum(max(0, last[v.session_id] - v.last_seq) for v in viewers)
     return {"viewers": viewers, "refs": [v for v in viewers if v.keep_events], "behind": behind, "comments": i,
             "last_seq": last}
@@ -317,6 +356,7 @@ def main() -> int:
     p.add_argument("--vllm-url", default="", help="reuse a running vLLM-CPU (http://host:port) instead of starting one")
     p.add_argument("--model-threads", type=int, default=0,
                    help="cap the OpenMP threads of the vLLM it starts (default: vLLM's own, as make run serves it)")
+    p.add_argument("--client-procs", type=int, default=4, help="processes the WebSocket viewers are spread over")
     p.add_argument("--json", default="", help="write the figures here as JSON")
     args = p.parse_args()
 
@@ -385,7 +425,7 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
         mem0 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         res = asyncio.run(load(web, cookie, sessions, max(1, args.soak_viewers // args.soak_rooms),
-                               comments_per_s=1.0, seconds=args.soak_minutes * 60))
+                               comments_per_s=1.0, seconds=args.soak_minutes * 60, client_procs=args.client_procs))
         mem1 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         from streams.models import LiveComment, LiveEvent
@@ -406,10 +446,12 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
         figures["soak"] = soak
     else:
         one = sessions_start(1, "fan-out")
-        res = asyncio.run(load(web, cookie, one, args.viewers, comments_per_s=0, turns=args.turns))
+        res = asyncio.run(load(web, cookie, one, args.viewers, comments_per_s=0, turns=args.turns,
+                               client_procs=args.client_procs))
         figures["one_room"] = report_added(f"1 session x {args.viewers} viewers", res)
         many = sessions_start(args.rooms, "rooms")
-        res = asyncio.run(load(web, cookie, many, 5, comments_per_s=1.0, seconds=args.rooms_seconds))
+        res = asyncio.run(load(web, cookie, many, 5, comments_per_s=1.0, seconds=args.rooms_seconds,
+                               client_procs=args.client_procs))
         figures["rooms"] = report_added(f"{args.rooms} sessions x 1 comment/s (5 viewers each)", res)
         figures["vllm_ttft_mean_ms_since_start"] = vllm_ttft_mean_ms(base_url)
         log(f"vLLM's own TTFT mean since it started (/metrics): {figures['vllm_ttft_mean_ms_since_start']} ms")
