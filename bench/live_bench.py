@@ -205,7 +205,7 @@ def added_ms(viewers: list[Viewer], ref: Viewer) -> tuple[list[float], list[floa
     return added, endpoint
 
 
-def _client_process(ws_base: str, cookie: str, origin: str, specs: list[tuple[str, bool]], ready, control,
+def _client_process(ws_bases: list[str], cookie: str, origin: str, specs: list[tuple[str, bool]], ready, control,
                     results) -> None:
     """One client process: its share of the viewers, until the main process sends the seqs each session ended at
     (then it drains up to them, at most 30 s) and gets their figures back."""
@@ -217,7 +217,8 @@ def _client_process(ws_base: str, cookie: str, origin: str, specs: list[tuple[st
             v = Viewer(sid)
             v.keep_events = keep
             viewers.append(v)
-        tasks = [asyncio.create_task(v.run(ws_base, cookie, origin, stop)) for v in viewers]
+        tasks = [asyncio.create_task(v.run(ws_bases[k % len(ws_bases)], cookie, origin, stop))
+                 for k, v in enumerate(viewers)]
         ready.put(len(viewers))
         last = await asyncio.to_thread(control.get)
         deadline = time.monotonic() + 30
@@ -231,7 +232,8 @@ def _client_process(ws_base: str, cookie: str, origin: str, specs: list[tuple[st
 
 
 async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_per: int, *, comments_per_s: float,
-               seconds: float | None = None, turns: int | None = None, client_procs: int = 4) -> dict:
+               seconds: float | None = None, turns: int | None = None, client_procs: int = 4,
+               web_bases: list[str] | None = None) -> dict:
     """Viewers on each session, spread over ``client_procs`` processes (one Python process reading 50 sockets
     would itself delay the last of them: real viewers are separate browsers); comments at ``comments_per_s`` per
     session (or one at a time, waiting for each turn, when ``turns`` is given)."""
@@ -239,13 +241,13 @@ async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_
 
     import httpx
 
-    ws_base = base.replace("http://", "ws://")
+    ws_bases = [b.replace("http://", "ws://") for b in (web_bases or [base])]
     specs = [(sid, i == 0) for sid, _ in sessions for i in range(viewers_per)]
     n = max(1, min(client_procs, len(specs)))
     ctx = multiprocessing.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     controls = [ctx.Queue() for _ in range(n)]
-    children = [ctx.Process(target=_client_process, args=(ws_base, cookie, base, specs[k::n], ready, controls[k],
+    children = [ctx.Process(target=_client_process, args=(ws_bases, cookie, base, specs[k::n], ready, controls[k],
                                                           results), daemon=True) for k in range(n)]
     for child in children:
         child.start()
@@ -357,6 +359,8 @@ def main() -> int:
     p.add_argument("--model-threads", type=int, default=0,
                    help="cap the OpenMP threads of the vLLM it starts (default: vLLM's own, as make run serves it)")
     p.add_argument("--client-procs", type=int, default=4, help="processes the WebSocket viewers are spread over")
+    p.add_argument("--web-procs", type=int, default=1,
+                   help="daphne processes (as behind a proxy); viewers are spread over them (default 1, as make run)")
     p.add_argument("--json", default="", help="write the figures here as JSON")
     args = p.parse_args()
 
@@ -414,6 +418,8 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
                                  concurrency)
     # liveness, not readiness: readiness also wants the batch workers, which this benchmark does not start
     web = start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-daphne.log", probe="/health/live")
+    webs = [web] + [start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / f"live-bench-daphne-{k}.log",
+                                 probe="/health/live") for k in range(1, args.web_procs)]
     daphne_pid = next(p.pid for name, p in procs.items if name == "daphne")
     cookie = session_cookie(VIEWER_USER)
     load_avg = os.getloadavg()
@@ -425,7 +431,8 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
         mem0 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         res = asyncio.run(load(web, cookie, sessions, max(1, args.soak_viewers // args.soak_rooms),
-                               comments_per_s=1.0, seconds=args.soak_minutes * 60, client_procs=args.client_procs))
+                               comments_per_s=1.0, seconds=args.soak_minutes * 60, client_procs=args.client_procs,
+                               web_bases=webs))
         mem1 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         from streams.models import LiveComment, LiveEvent
@@ -447,11 +454,11 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     else:
         one = sessions_start(1, "fan-out")
         res = asyncio.run(load(web, cookie, one, args.viewers, comments_per_s=0, turns=args.turns,
-                               client_procs=args.client_procs))
+                               client_procs=args.client_procs, web_bases=webs))
         figures["one_room"] = report_added(f"1 session x {args.viewers} viewers", res)
         many = sessions_start(args.rooms, "rooms")
         res = asyncio.run(load(web, cookie, many, 5, comments_per_s=1.0, seconds=args.rooms_seconds,
-                               client_procs=args.client_procs))
+                               client_procs=args.client_procs, web_bases=webs))
         figures["rooms"] = report_added(f"{args.rooms} sessions x 1 comment/s (5 viewers each)", res)
         figures["vllm_ttft_mean_ms_since_start"] = vllm_ttft_mean_ms(base_url)
         log(f"vLLM's own TTFT mean since it started (/metrics): {figures['vllm_ttft_mean_ms_since_start']} ms")
