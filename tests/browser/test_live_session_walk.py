@@ -162,9 +162,20 @@ def _rehearsal(deployment, room, frank) -> LiveSession:
 
 
 @pytest.fixture
-def interactive_worker(transactional_db):
+def walk_queue(monkeypatch, settings):
+    """An interactive queue of this walk's own, for the web server (a subprocess: its environment) and this process:
+    the session's runner must go to the walk's worker, not to a test worker of the whole run that also consumes the
+    default interactive queue (a solo worker, unlike make run's)."""
+    queue = f"interactive-walk-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("HAT_INTERACTIVE_QUEUE", queue)
+    settings.INTERACTIVE_QUEUE = queue
+    return queue
+
+
+@pytest.fixture
+def interactive_worker(transactional_db, walk_queue):
     """A worker of the interactive queue as make run starts it (threads): the session's runner runs there."""
-    queue = django_settings.INTERACTIVE_QUEUE
+    queue = walk_queue
     proc, log = start_worker(queue, log_name="e2e-walk-interactive.log", pool="threads",
                              env_extra={"HAT_INTERACTIVE_QUEUE": queue},
                              options=[*WORKER_OPTIONS, "--concurrency", "2"])
@@ -193,7 +204,8 @@ def _spoken_avatar_turn(session_id, *, after: int = 0) -> LiveEvent | None:
                                               payload__by="avatar").order_by("seq")), None)
 
 
-def test_frank_runs_a_live_session_and_carol_moves_the_label(browser, asgi_server, demo, interactive_worker):
+def test_frank_runs_a_live_session_and_carol_moves_the_label(walk_queue, browser, asgi_server, demo,
+                                                             interactive_worker):
     base = asgi_server
     frank, frank_csp = _context(browser, base)
     carol, carol_csp = _context(browser, base)
