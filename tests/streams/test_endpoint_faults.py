@@ -127,10 +127,28 @@ def kill_at_token(own: Own, n: int, marks: dict):
 # --- the engine on its own: down at connect time, a stream that stalls ---------------------------------------
 
 
+def _until_refused(port: int, timeout_s: float = 5.0) -> None:
+    """Wait until connecting to ``port`` is refused: the proxy's listener closes from its own thread, and a
+    connection that slips in before accepts and then drops (a protocol error, not a refused connect)."""
+    import socket
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"port {port} still accepts connections after the cut")
+
+
 def test_engine_endpoint_down_at_connect_time_speaks_the_fallback_at_once(vllm_server, engine_manifest, engine_room):
     with TcpProxy.for_url(vllm_server.base_url) as proxy:
         url = proxy.url(vllm_server.openai_base_url)
         proxy.cut()  # nothing listens: connection refused
+        _until_refused(proxy.port)
         with OpenAIChatClient(endpoint(url, vllm_server.model)) as client:
             start = time.monotonic()
             r = run_turn(manifest=engine_manifest, room=engine_room, comments=COMMENT, backend=client,
