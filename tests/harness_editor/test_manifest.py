@@ -536,9 +536,9 @@ def test_shipping_campaign_and_pin() -> None:
 
 def test_pure_python_yaml_loader_behaves_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     """PyYAML without libyaml (some platforms) must give the same manifests and error paths."""
-    from harness_editor import schemas
+    from harness_editor.schemas import loading
 
-    monkeypatch.setattr(schemas, "_SafeLoader", yaml.SafeLoader)
+    monkeypatch.setattr(loading, "_SafeLoader", yaml.SafeLoader)
     assert manifest_to_yaml(manifest_from_yaml(V1_TEXT)) == V1_TEXT
     with pytest.raises(ManifestError) as info:
         manifest_from_yaml(_DUP_KEY_YAML)

@@ -1,0 +1,254 @@
+"""Manifests from and to text: YAML and JSON loading (size limits, duplicate keys, alias bombs), parsing with
+every error located, the canonical JSON and its content hash, and YAML export."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from harness_editor.schemas.errors import FieldError, ManifestError, _path
+from harness_editor.schemas.locations import pydantic_errors
+from harness_editor.schemas.manifest import _SKIP_SEMANTICS, Manifest
+from harness_editor.schemas.semantics import validate_semantics
+
+MAX_MANIFEST_BYTES = 1_000_000  # YAML / JSON text accepted by manifest_from_yaml / manifest_from_json
+MAX_YAML_NODES = 200_000  # guards against alias bombs ("billion laughs") before anything walks the data
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+
+# C0 control characters other than tab, line feed and carriage return: NUL cannot be stored (PostgreSQL), and
+# none of them belongs in text a model, a reviewer or a TTS voice reads.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def control_character_errors(data: Any) -> list[FieldError]:
+    """One error per string (value or key) of plain data holding a control character, at its path.
+
+    Iterative (the data may be deep: its depth is bounded by the loaders, not here)."""
+    errors: list[FieldError] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, parts = stack.pop()
+        if isinstance(value, str):
+            found = _CONTROL_CHARS.search(value)
+            if found:
+                errors.append(FieldError(path=_path(parts), message=f"control character {found.group()!r} is not "
+                                         f"allowed (only tab and line breaks)"))
+        elif isinstance(value, dict):
+            for key, child in reversed(list(value.items())):
+                if isinstance(key, str) and _CONTROL_CHARS.search(key):
+                    errors.append(FieldError(path=_path(parts), message=f"key {key!r} has a control character "
+                                             f"(only tab and line breaks are allowed)"))
+                    continue
+                stack.append((child, (*parts, key)))
+        elif isinstance(value, list):
+            stack.extend((child, (*parts, i)) for i, child in reversed(list(enumerate(value))))
+    return errors
+
+
+def parse_manifest(data: Any) -> Manifest:
+    """Validate plain data (from YAML, JSON or a form) into a Manifest; raises ManifestError with all errors."""
+    if not isinstance(data, dict):
+        got = "null" if data is None else type(data).__name__
+        raise ManifestError(
+            [FieldError(path="", message=f"a manifest must be a mapping (object) at the top level, got {got}")]
+        )
+    control = control_character_errors(data)
+    if control:
+        raise ManifestError(control)
+    try:
+        manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
+    except ValidationError as exc:
+        raise ManifestError(pydantic_errors(exc)) from None
+    errors = validate_semantics(manifest)
+    if errors:
+        raise ManifestError(errors)
+    return manifest
+
+
+def _check_size(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ManifestError(
+                [FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")]
+            )
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ManifestError([FieldError(path="", message=f"manifest text is not UTF-8: {exc}")]) from None
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
+        raise ManifestError([FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")])
+    return text
+
+
+# libyaml's parser when the wheel has it (about 10x faster); same nodes, marks and errors.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _TooManyNodes(Exception):
+    pass
+
+
+def _yaml_duplicates(
+    node: yaml.Node, parts: tuple[str | int, ...], errors: list[FieldError], budget: list[int]
+) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyNodes
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            key_part: str = key.value if isinstance(key, yaml.ScalarNode) else "?"
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                ident = (key.tag, key.value)
+                if ident in seen:
+                    errors.append(
+                        FieldError(
+                            path=_path((*parts, key_part)),
+                            message=f"duplicate key {key.value!r} at line {key.start_mark.line + 1}, column "
+                            f"{key.start_mark.column + 1} (first at line {seen[ident] + 1})",
+                        )
+                    )
+                else:
+                    seen[ident] = key.start_mark.line
+            _yaml_duplicates(value, (*parts, key_part), errors, budget)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _yaml_duplicates(item, (*parts, i), errors, budget)
+
+
+def _yaml_error(exc: yaml.YAMLError) -> ManifestError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    detail = f"{context}: {problem}" if context else problem
+    return ManifestError([FieldError(path="", message=f"invalid YAML{where}: {detail}")])
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """Safe-load one YAML document; duplicate keys are errors (PyYAML silently keeps the last one)."""
+    text = _check_size(text)
+    loader = _SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        errors: list[FieldError] = []
+        try:
+            _yaml_duplicates(node, (), errors, [MAX_YAML_NODES])
+        except _TooManyNodes:
+            raise ManifestError(
+                [FieldError(path="", message=f"YAML expands to more than {MAX_YAML_NODES} nodes (aliases?)")]
+            ) from None
+        if errors:
+            raise ManifestError(errors)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc) from None
+    finally:
+        loader.dispose()
+
+
+class _PairsDict(dict):
+    """A dict that remembers keys that appeared twice in the JSON text."""
+
+    duplicates: list[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = _PairsDict()
+    d.duplicates = []
+    for k, v in pairs:
+        if k in d:
+            d.duplicates.append(k)
+        d[k] = v
+    return d
+
+
+def _json_duplicates(value: Any, parts: tuple[str | int, ...], errors: list[FieldError]) -> Any:
+    """Report duplicate keys and return the same data with plain dicts."""
+    if isinstance(value, dict):
+        for k in getattr(value, "duplicates", ()):
+            errors.append(FieldError(path=_path((*parts, k)), message=f"duplicate key {k!r}"))
+        return {k: _json_duplicates(v, (*parts, k), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_duplicates(v, (*parts, i), errors) for i, v in enumerate(value)]
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(text: str | bytes) -> Any:
+    text = _check_size(text)
+    try:
+        raw = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+    except RecursionError:  # json.loads recurses per level: ~1,000 nested arrays exhaust the stack
+        raise ManifestError([FieldError(path="", message="invalid JSON: nested too deeply")]) from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(
+            [FieldError(path="", message=f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")]
+        ) from None
+    except ValueError as exc:
+        raise ManifestError([FieldError(path="", message=f"invalid JSON: {exc}")]) from None
+    errors: list[FieldError] = []
+    try:
+        data = _json_duplicates(raw, (), errors)
+    except RecursionError:  # just under json's own limit: this walk adds frames of its own
+        raise ManifestError([FieldError(path="", message="invalid JSON: nested too deeply")]) from None
+    if errors:
+        raise ManifestError(errors)
+    return data
+
+
+def manifest_from_yaml(text: str | bytes) -> Manifest:
+    return parse_manifest(load_yaml(text))
+
+
+def manifest_from_json(text: str | bytes) -> Manifest:
+    return parse_manifest(load_json(text))
+
+
+# --- export ------------------------------------------------------------------------------------------
+
+
+def manifest_to_json(m: Manifest) -> str:
+    """Canonical JSON: compact, declared field order, dict order kept (never sorted)."""
+    return m.model_dump_json()
+
+
+def content_hash(m: Manifest) -> str:
+    return hashlib.sha256(manifest_to_json(m).encode("utf-8")).hexdigest()
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings as ``|`` literals so Markdown bodies stay readable in review."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def manifest_to_yaml(m: Manifest) -> str:
+    return yaml.dump(
+        m.model_dump(mode="json"),
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
+    )
