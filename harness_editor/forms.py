@@ -40,7 +40,7 @@ from harness_editor.schemas import (
     manifest_from_yaml,
     manifest_to_yaml,
 )
-from streams.bindings import BINDINGS
+from harness_editor.schemas.bindings import BUILTIN_BINDINGS as BINDINGS
 
 # --- registry forms ----------------------------------------------------------------------------------
 

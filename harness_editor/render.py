@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from harness_editor.room_state import active_flash_sale, coupon_active
 from harness_editor.schemas import LOAD_SKILL_TOOL, InteractionConstraints, Manifest
-from streams.bindings import active_flash_sale, coupon_active
 
 LOAD_SKILL_INSTRUCTION = (
     "Call load_skill(skill_id) to read a skill's instructions. Load at least one reply skill before you write "

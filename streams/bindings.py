@@ -37,27 +37,16 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-JsonType = Literal["string", "integer", "number", "boolean"]
+from harness_editor.room_state import active_flash_sale, coupon_active
+from harness_editor.room_state import as_int as _as_int
+from harness_editor.room_state import room_clock as _clock
+from harness_editor.schemas.bindings import BindingParam, JsonType
 
 _PY_TO_JSON: dict[Any, JsonType] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 DEFAULT_LOW_STOCK_THRESHOLD = 10
-
-
-@dataclass(frozen=True)
-class BindingParam:
-    """One keyword parameter of a binding, as the manifest validator sees it."""
-
-    name: str
-    json_type: JsonType
-    required: bool
-    # An integer parameter whose implementation also accepts a string of digits ("102" -> 102, through
-    # :func:`_as_int`), so a tool schema may expose it as a digit string (``type: string`` with a digits-only
-    # ``pattern``; harness_editor.schemas checks this). Declared per binding in :data:`BINDINGS`, and held to
-    # the implementation by a test that calls each one with both forms.
-    coerces_digit_strings: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,24 +63,6 @@ def _error(message: str, code: str = "not_found") -> dict[str, Any]:
     return {"error": message, "code": code}
 
 
-def _as_int(value: Any) -> int | None:
-    """Accept ints and integer-looking strings (models often quote numbers); reject bools and floats with
-    a fraction."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    return None
-
-
-def _clock(room: dict) -> int:
-    return _as_int(room.get("clock_minute", 0)) or 0
-
-
 def _find_product(room: dict, link_id: Any) -> tuple[dict | None, dict | None]:
     """Return (product, None) or (None, error dict)."""
     lid = _as_int(link_id)
@@ -101,22 +72,6 @@ def _find_product(room: dict, link_id: Any) -> tuple[dict | None, dict | None]:
         if product.get("link_id") == lid:
             return product, None
     return None, _error(f"no product with link id {lid} in this room")
-
-
-def active_flash_sale(room: dict) -> dict | None:
-    """The flash sale still running at the room's clock, or None (shared with the prompt renderer)."""
-    sale = (room.get("campaign") or {}).get("flash_sale")
-    if not sale:
-        return None
-    ends = _as_int(sale.get("ends_at_minute"))
-    if ends is not None and _clock(room) >= ends:
-        return None
-    return sale
-
-
-def coupon_active(room: dict, coupon: dict) -> bool:
-    """Claimable now: not expired at the room's clock and uses left."""
-    return _clock(room) < (_as_int(coupon.get("expires_at_minute")) or 0) and (coupon.get("remaining") or 0) > 0
 
 
 # --- implementations -------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
+from harness_editor.schemas.bindings import BINDING_UNION_TAGS
 from harness_editor.schemas.errors import FieldError, _join, _path
 from harness_editor.schemas.manifest import HOOK_KINDS
 
 # Pydantic puts the tag of a discriminated-union member into the location: ('hooks', 0, 'banned_phrases',
 # 'phrases'). The path a human edits has no such segment.
 _UNION_TAGS: dict[str, frozenset[str]] = {"hooks": frozenset(HOOK_KINDS)}
+# The same for a union-valued field (not a list of them): ('tools', 0, 'binding', 'http', 'path').
+_FIELD_UNION_TAGS: dict[str, frozenset[str]] = {"binding": BINDING_UNION_TAGS}
 
 
 def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
@@ -25,7 +28,8 @@ def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
             and isinstance(parts[i - 1], int)
             and isinstance(parts[i - 2], str)
             and part in _UNION_TAGS.get(parts[i - 2], ())
-        ):
+        ) or (isinstance(part, str) and i >= 1 and isinstance(parts[i - 1], str)
+              and part in _FIELD_UNION_TAGS.get(parts[i - 1], ())):
             continue
         kept.append(part)
     return _path(kept)

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness_editor.schemas.bindings import ToolBinding
 from harness_editor.schemas.fields import (
     LANGUAGE_RE,
     BlockTitle,
@@ -74,12 +75,13 @@ def argument_path_set(arguments: dict[str, Any], dotted: str, value: Any) -> Non
 
 
 class Tool(_Model):
-    """A JSON-Schema function exposed to the model, bound to an implementation in ``streams.bindings``."""
+    """A JSON-Schema function exposed to the model, bound to an implementation (:mod:`.bindings`: a built-in id,
+    an open binding such as ``{kind: http, ...}``, or none: unbound)."""
 
     name: ToolName
     description: ToolDescription
     parameters: dict[str, Any]
-    binding: str
+    binding: ToolBinding = None
     argument_map: dict[str, str] = Field(default_factory=dict)
 
 

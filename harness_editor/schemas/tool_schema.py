@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from harness_editor.schemas.errors import _join
-from streams.bindings import BindingParam
+from harness_editor.schemas.bindings import BindingParam
 
 # --- semantic pass -----------------------------------------------------------------------------------
 

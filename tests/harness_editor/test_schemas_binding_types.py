@@ -125,7 +125,11 @@ def non_coercing_binding(monkeypatch):
     def take_count(room: dict, count: int) -> dict[str, Any]:
         return {"count": count} if isinstance(count, int) else {"error": "count must be an integer"}
 
-    monkeypatch.setitem(BINDINGS, "test.count", _binding("test.count", "Counts.", take_count))
+    from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingSignature
+
+    implemented = _binding("test.count", "Counts.", take_count)
+    monkeypatch.setitem(BINDINGS, "test.count", implemented)
+    monkeypatch.setitem(BUILTIN_BINDINGS, "test.count", BindingSignature("test.count", "Counts.", implemented.params))
     data = copy.deepcopy(_V1)
     data["tools"].append({"name": "count_things", "description": "Count.", "binding": "test.count",
                         "parameters": {"type": "object", "properties": {"count": {"type": "integer"}}},
