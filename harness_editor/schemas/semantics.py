@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from harness_editor.schemas.binding_checks import open_binding_errors
+from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingParam
 from harness_editor.schemas.errors import FieldError, _join, _path
 from harness_editor.schemas.manifest import LOAD_SKILL_TOOL, Manifest, Tool
 from harness_editor.schemas.tool_schema import (
@@ -13,7 +15,6 @@ from harness_editor.schemas.tool_schema import (
     _schema_errors,
     resolve_param_path,
 )
-from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingParam
 
 
 def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]:
@@ -53,7 +54,7 @@ def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]
 
     if not isinstance(t.binding, str):
         # unbound (a warning: tool_warnings) or an open kind (its own checks: _check_open_binding)
-        errors += _check_open_binding(t, at, schema_ok)
+        errors += open_binding_errors(t, at, schema_ok)
         return errors
     binding = BUILTIN_BINDINGS.get(t.binding)
     if binding is None:
@@ -102,16 +103,6 @@ def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]
                     message=f"required implementation parameter {bp.name!r} of binding {t.binding!r} is not mapped",
                 )
             )
-    return errors
-
-
-def _check_open_binding(t: Tool, at: str, schema_ok: bool) -> list[FieldError]:
-    """An open binding (http, fixture, mcp) or none: its argument_map must be empty (these kinds take the call's
-    arguments as they are; templates and patterns name argument paths)."""
-    errors: list[FieldError] = []
-    if t.argument_map and t.binding is not None:
-        errors.append(FieldError(path=f"{at}.argument_map", message=f"a {t.binding.kind} binding takes the call's "
-                                 "arguments as they are: leave argument_map empty"))
     return errors
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import jsonschema
 
-from harness_editor.schemas.errors import _join
 from harness_editor.schemas.bindings import BindingParam
+from harness_editor.schemas.errors import _join
 
 # --- semantic pass -----------------------------------------------------------------------------------
 
