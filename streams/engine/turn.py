@@ -41,8 +41,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_get
-from streams.bindings import BINDINGS
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool
+from harness_editor.schemas.bindings import binding_label
 from streams.engine import hooks as H
 from streams.engine.client import ChatDelta, ModelError, NativeToolCall
 from streams.engine.events import (
@@ -64,6 +64,7 @@ from streams.engine.events import (
 )
 from streams.engine.faults import ToolFault, apply_fault, find_fault
 from streams.engine.toolcalls import ParsedToolCall, from_native, split_content
+from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, prepare_call
 
 HOOK_FEEDBACK_ROLE = "user"  # mid-conversation "system" messages are rejected by some chat templates
 HOOK_FEEDBACK_PREFIX = "[harness check — not a viewer] "
@@ -275,8 +276,10 @@ def _arguments_for_transcript(call: ParsedToolCall) -> str:
 
 class _Turn:
     def __init__(self, manifest: Manifest, room: dict[str, Any], backend: ChatBackend, rec: _Recorder,
-                 faults: Mapping[str, ToolFault] | None, sampling: dict[str, Any], budget_s: float):
+                 faults: Mapping[str, ToolFault] | None, sampling: dict[str, Any], budget_s: float,
+                 tools: ToolRuntime = EMPTY_RUNTIME):
         self.m = manifest
+        self.tools = tools
         self.deadline = rec.t0 + budget_s  # perf_counter time, like rec.t0
         self.takes_budget = _takes_budget(backend)
         self.room = room
@@ -406,15 +409,16 @@ class _Turn:
             self.verdict(v)
         failed = [v for v in hook_verdicts if not v.passed]
         if any(v.on_fail == "block" for v in failed):
-            self.rec(ToolResultEvent, call_id=call.id, name=name, binding=tool.binding if tool else None,
-                     result={"error": error, "code": code}, error=error)
+            self.rec(ToolResultEvent, call_id=call.id, name=name,
+                     binding=binding_label(tool.binding) if tool else None, result={"error": error, "code": code},
+                     error=error)
             raise _Blocked("blocked:" + next(v.hook_id for v in failed if v.on_fail == "block"))
         if error is not None:
             if failed:
                 error = f"{error}. {' '.join(v.message for v in failed)}"
             result = {"error": error, "code": code}
-            self.rec(ToolResultEvent, call_id=call.id, name=name, binding=tool.binding if tool else None,
-                     result=result, error=error)
+            self.rec(ToolResultEvent, call_id=call.id, name=name,
+                     binding=binding_label(tool.binding) if tool else None, result=result, error=error)
             return json.dumps(result, ensure_ascii=False)
 
         start = time.perf_counter()
@@ -439,22 +443,13 @@ class _Turn:
             return content
 
         assert tool is not None
-        binding = BINDINGS[tool.binding]  # validated with the manifest
-        kwargs: dict[str, Any] = {}
-        for impl, path in tool.argument_map.items():
-            found, value = argument_path_get(call.arguments or {}, path)
-            if found:
-                kwargs[impl] = value
-        missing = [p.name for p in binding.params.values() if p.required and p.name not in kwargs]
-        if missing:
-            result = {"error": f"missing argument(s): {', '.join(tool.argument_map.get(p, p) for p in missing)}",
-                      "code": "invalid_argument"}
-            self.rec(ToolResultEvent, call_id=call.id, name=name, binding=tool.binding, result=result,
-                     error=result["error"])
-            return json.dumps(result, ensure_ascii=False)
-        room = self.room
-        outcome = apply_fault(find_fault(self.faults, name, tool.binding), lambda: binding.func(room, **kwargs),
-                              name=name, sleep=self.capped_sleep)
+        label = binding_label(tool.binding)
+        prepared = prepare_call(tool, self.room, call.arguments, self.tools, time_left_s=self.remaining)
+        if isinstance(prepared, dict):  # unbound, unavailable here, or a missing argument: the binding never runs
+            self.rec(ToolResultEvent, call_id=call.id, name=name, binding=label, result=prepared,
+                     error=prepared["error"])
+            return json.dumps(prepared, ensure_ascii=False)
+        outcome = apply_fault(find_fault(self.faults, name, label), prepared, name=name, sleep=self.capped_sleep)
         ms = (time.perf_counter() - start) * 1000
         self.tool_ms += ms
         if outcome.raw is not None:
@@ -463,7 +458,7 @@ class _Turn:
             content, shown = json.dumps(outcome.result, ensure_ascii=False), outcome.result
             if outcome.error is None:
                 self.tool_results.append(outcome.result)
-        self.rec(ToolResultEvent, call_id=call.id, name=name, binding=tool.binding, result=shown,
+        self.rec(ToolResultEvent, call_id=call.id, name=name, binding=label, result=shown,
                  error=outcome.error, fault=outcome.fault, duration_ms=round(ms, 3))
         return content
 
@@ -480,13 +475,17 @@ def run_turn(
     turn_id: str | None = None,
     sampling: dict[str, Any] | None = None,
     deadline_s: float | None = None,
+    tools: ToolRuntime | None = None,
 ) -> TurnResult:
     """Run one turn. ``room`` is mutated by bindings (as in a live room); pass a copy to keep yours.
     ``faults`` is keyed by manifest tool name or binding id. ``sampling`` goes to ``backend.stream_chat``
     (temperature, max_tokens, top_p, seed, stop). ``emit`` is called synchronously with every event; an
     exception it raises (e.g. to cancel the turn) propagates unchanged and ends the turn without a reply.
     ``deadline_s`` replaces the manifest's ``constraints.turn_deadline_s`` as the turn's wall-clock budget
-    (evaluation may tighten it, a slow CPU endpoint may need more)."""
+    (evaluation may tighten it, a slow CPU endpoint may need more). ``tools`` is what the manifest's tool bindings
+    may reach on this host (:func:`streams.services.tool_runtime.tool_runtime_for` builds it from settings and a
+    scenario's fixtures); without it, built-in and fixture bindings work and http/mcp ones get
+    ``binding_unavailable``."""
     t0 = time.perf_counter()
     if deadline_s is not None and not (isinstance(deadline_s, (int, float)) and math.isfinite(deadline_s)
                                        and deadline_s > 0):
@@ -496,7 +495,7 @@ def run_turn(
     c = manifest.constraints
     budget_s = float(deadline_s) if deadline_s is not None else c.turn_deadline_s
     max_retries, fallback_line, retry_hook = H.retry_policy(manifest)
-    turn = _Turn(manifest, room, backend, rec, faults, dict(sampling or {}), budget_s)
+    turn = _Turn(manifest, room, backend, rec, faults, dict(sampling or {}), budget_s, tools or EMPTY_RUNTIME)
     messages: list[dict[str, Any]] = []
     rounds = retries = 0
     reply, fallback, reason = "", True, "internal_error"
