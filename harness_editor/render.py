@@ -12,6 +12,9 @@ generated content in their *first* block of that role:
 - ``room_context``: the live room (products, flash sale, coupons, pinned card) when a room is given;
   otherwise the block's static content only.
 - ``output_format``: the interaction constraints. Appended as a block at the end when there is none.
+
+What the live room puts around a harness (the ``load_skill`` line, the output-format lines, the ``[viewer]``
+label of an unnamed comment) comes from the manifest's ``conventions``, whose defaults are the live room's.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from harness_editor.room_state import active_flash_sale, coupon_active
-from harness_editor.schemas import LOAD_SKILL_TOOL, InteractionConstraints, Manifest
-
-LOAD_SKILL_INSTRUCTION = (
-    "Call load_skill(skill_id) to read a skill's instructions. Load at least one reply skill before you write "
-    "your final reply."
+from harness_editor.schemas import (
+    DEFAULT_SPEAKER_LABEL,
+    LOAD_SKILL_TOOL,
+    Conventions,
+    InteractionConstraints,
+    Manifest,
 )
+
+# The live room's line (the default of the manifest's conventions; a manifest may restate it for its domain).
+LOAD_SKILL_INSTRUCTION = Conventions().load_skill_text()
 
 
 @dataclass(frozen=True)
@@ -123,27 +130,37 @@ def constraint_lines(c: InteractionConstraints) -> list[str]:
     return lines
 
 
+def output_format_lines(m: Manifest) -> list[str] | None:
+    """The generated output-format lines (the manifest's conventions: the constraints', its own, or none)."""
+    fmt = m.conventions.output_format
+    if fmt is True:
+        return constraint_lines(m.constraints)
+    return list(fmt) if fmt else None
+
+
 def _sections(m: Manifest, room: dict[str, Any] | None) -> list[_Section]:
     sections: list[_Section] = []
     done: set[str] = set()
+    load_skill = m.conventions.load_skill_text()
+    format_lines = output_format_lines(m)
     for b in m.prompt.blocks:
         content, items = b.content, list(b.items)
         if b.role not in done:
             if b.role == "skills_index":
-                content = f"{content.rstrip()}\n{LOAD_SKILL_INSTRUCTION}" if content.strip() else LOAD_SKILL_INSTRUCTION
+                content = f"{content.rstrip()}\n{load_skill}" if content.strip() else load_skill
                 items += skills_index_lines(m)
                 done.add(b.role)
             elif b.role == "room_context" and room is not None:
                 items += room_lines(room)
                 done.add(b.role)
             elif b.role == "output_format":
-                items += constraint_lines(m.constraints)
+                items += format_lines or []
                 done.add(b.role)
         sections.append(_Section(b.role, b.title, content.strip("\n"), tuple(items)))
     if "skills_index" not in done:
-        sections.append(_Section("skills_index", "Skills", LOAD_SKILL_INSTRUCTION, tuple(skills_index_lines(m))))
-    if "output_format" not in done:
-        sections.append(_Section("output_format", "Output format", "", tuple(constraint_lines(m.constraints))))
+        sections.append(_Section("skills_index", "Skills", load_skill, tuple(skills_index_lines(m))))
+    if "output_format" not in done and format_lines is not None:
+        sections.append(_Section("output_format", "Output format", "", tuple(format_lines)))
     return sections
 
 
@@ -318,12 +335,13 @@ def _one_line(value: Any) -> str:
     return " ".join(str(value).splitlines()).strip()
 
 
-def render_comments(comments: Sequence[dict[str, Any]]) -> str:
-    """``[viewer] text`` per line. Line breaks are flattened and brackets in names replaced, so a comment
-    cannot forge a line from another viewer."""
+def render_comments(comments: Sequence[dict[str, Any]], *, speaker_label: str = DEFAULT_SPEAKER_LABEL) -> str:
+    """``[name] text`` per line, ``[viewer] text`` (the manifest's ``conventions.speaker_label``) for a comment
+    without a name. Line breaks are flattened and brackets in names replaced, so a comment cannot forge a line
+    from another viewer."""
     lines = []
     for c in comments:
-        viewer = _one_line(c.get("viewer") or "viewer").replace("[", "(").replace("]", ")")
+        viewer = _one_line(c.get("viewer") or speaker_label).replace("[", "(").replace("]", ")")
         lines.append(f"[{viewer}] {_one_line(c.get('text') or '')}".rstrip())
     return "\n".join(lines)
 
@@ -377,7 +395,8 @@ def render_prompt(
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_text}]
     messages.extend(dict(h) for h in history)
     if comments:
-        messages.append({"role": "user", "content": render_comments(comments)})
+        messages.append({"role": "user", "content": render_comments(
+            comments, speaker_label=manifest.conventions.speaker_label)})
     return RenderedPrompt(messages=messages, tools=render_tools(manifest), system_text=system_text)
 
 

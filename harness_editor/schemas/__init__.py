@@ -44,12 +44,15 @@ from harness_editor.schemas.loading import (
 )
 from harness_editor.schemas.locations import format_loc, pydantic_errors
 from harness_editor.schemas.manifest import (
+    DEFAULT_FALLBACK_REPLY,
     DEFAULT_HISTORY_TURNS,
+    DEFAULT_SPEAKER_LABEL,
     DEFAULT_TURN_DEADLINE_S,
     HOOK_KINDS,
     LOAD_SKILL_TOOL,
     BannedPhrasesHook,
     BlockRole,
+    Conventions,
     FactualRiskHook,
     Hook,
     InteractionConstraints,
@@ -77,6 +80,7 @@ from harness_editor.schemas.tool_schema import (
 )
 
 __all__ = [
+    "DEFAULT_FALLBACK_REPLY", "DEFAULT_SPEAKER_LABEL", "Conventions",
     "DEFAULT_HISTORY_TURNS", "DEFAULT_TURN_DEADLINE_S", "HOOK_KINDS", "LANGUAGE_RE", "LOAD_SKILL_TOOL",
     "MAX_MANIFEST_BYTES", "MAX_YAML_NODES", "SKILL_ID_RE", "SLUG_RE", "TOOL_NAME_RE", "BannedPhrasesHook",
     "BlockRole", "FactualRiskHook", "FieldError", "Hook", "InteractionConstraints", "Manifest", "ManifestError",

@@ -216,6 +216,56 @@ class InteractionConstraints(_Model):
         return data
 
 
+# --- conventions: the live-room scaffolding a harness may restate for its own domain ----------------------
+
+DEFAULT_SPEAKER_LABEL = "viewer"
+DEFAULT_FALLBACK_REPLY = "Let me double-check that for you. Please look at the product card on screen!"
+LOAD_SKILL_CALL = "Call load_skill(skill_id) to read a skill's instructions."
+REPLY_SKILL_RULE = "Load at least one reply skill before you write your final reply."
+SpeakerLabel = Annotated[
+    str, Field(min_length=1, max_length=40, pattern=r"^[^\[\]\r\n]+$"),
+]
+ConventionLine = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class Conventions(_Model):
+    """The scaffolding the renderer and the turn engine put around a harness, restated for its domain. Every
+    default is the live room's (a manifest without this section reads and behaves exactly as before it existed):
+
+    - ``speaker_label``: who a message without a name comes from (``[viewer] text``; ``[customer] text``);
+    - ``require_reply_skill``: a reply skill must be loaded before the final reply (the prompt says so and a
+      reply skill must exist); off, skills are optional reading and no ``reply_skill_loaded`` hook may ask it;
+    - ``load_skill_instruction``: the skills index's line on ``load_skill`` (default: built from the above);
+    - ``output_format``: the generated output-format lines (``true``: from the interaction constraints; ``false``:
+      none, and no output-format block is added; a list: these lines instead);
+    - ``fallback_reply``: the line spoken when a turn gives up, unless a retry_control hook sets its own.
+
+    Only what a harness changes is written down (``exclude_if``: an export stays short and says what differs)."""
+
+    speaker_label: SpeakerLabel = Field(default=DEFAULT_SPEAKER_LABEL,
+                                        exclude_if=lambda v: v == DEFAULT_SPEAKER_LABEL)
+    require_reply_skill: bool = Field(default=True, exclude_if=lambda v: v is True)
+    load_skill_instruction: Annotated[str, Field(min_length=1, max_length=2000)] | None = Field(
+        default=None, exclude_if=lambda v: v is None)
+    output_format: bool | Annotated[list[ConventionLine], Field(min_length=1, max_length=50)] = Field(
+        default=True, exclude_if=lambda v: v is True)
+    fallback_reply: HookText | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def is_default(self) -> bool:
+        return self == _DEFAULT_CONVENTIONS
+
+    def load_skill_text(self) -> str:
+        if self.load_skill_instruction is not None:
+            return self.load_skill_instruction
+        return f"{LOAD_SKILL_CALL} {REPLY_SKILL_RULE}" if self.require_reply_skill else LOAD_SKILL_CALL
+
+    def fallback_line(self) -> str:
+        return self.fallback_reply if self.fallback_reply is not None else DEFAULT_FALLBACK_REPLY
+
+
+_DEFAULT_CONVENTIONS = Conventions()
+
+
 _SKIP_SEMANTICS = "harness_editor.skip_semantics"
 
 
@@ -227,6 +277,9 @@ class Manifest(_Model):
     hooks: list[Hook] = Field(default_factory=list, max_length=50)
     prompt: SystemPrompt
     constraints: InteractionConstraints
+    # Declared last and left out of the dump at its defaults: stored versions keep their canonical JSON and hash.
+    conventions: Conventions = Field(default_factory=Conventions,
+                                     exclude_if=lambda v: v.is_default())
 
     @model_validator(mode="after")
     def _semantics(self, info: ValidationInfo) -> Manifest:

@@ -120,11 +120,22 @@ def _duplicates(ids: Iterable[str], what: str, path_fmt: str) -> list[FieldError
     return errors
 
 
+def _conventions_errors(m: Manifest) -> list[FieldError]:
+    """A harness that does not require a reply skill cannot have a hook that requires one."""
+    if m.conventions.require_reply_skill:
+        return []
+    return [
+        FieldError(path=f"hooks[{i}].kind", message="a reply_skill_loaded hook needs "
+                   "conventions.require_reply_skill: true (remove the hook or require a reply skill)")
+        for i, h in enumerate(m.hooks) if h.kind == "reply_skill_loaded" and h.enabled
+    ]
+
+
 def validate_semantics(m: Manifest) -> list[FieldError]:
     """Cross-field checks on a structurally valid manifest; returns every error found (empty = valid)."""
     errors: list[FieldError] = []
     errors += _duplicates((s.id for s in m.skills), "skill id", "skills[{i}].id")
-    if not any(s.kind == "reply" for s in m.skills):
+    if m.conventions.require_reply_skill and not any(s.kind == "reply" for s in m.skills):
         errors.append(
             FieldError(
                 path="skills",
@@ -132,6 +143,7 @@ def validate_semantics(m: Manifest) -> list[FieldError]:
                 "skill must be loaded before every final reply)",
             )
         )
+    errors += _conventions_errors(m)
 
     tool_names: dict[str, int] = {}
     for i, t in enumerate(m.tools):

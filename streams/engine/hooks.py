@@ -34,6 +34,7 @@ from typing import Any
 import jsonschema
 
 from harness_editor.schemas import (
+    DEFAULT_FALLBACK_REPLY,  # noqa: F401 (the live room's line; kept importable here)
     BannedPhrasesHook,
     FactualRiskHook,
     InteractionConstraints,
@@ -78,7 +79,6 @@ REGEX_INPUT_CAP = 2000  # characters a blocked pattern may look at (hook.max_cha
 _RE_ONLY_INPUT_CAP = 300  # without `regex`, a shorter cap bounds (but cannot stop) catastrophic backtracking
 
 DEFAULT_MAX_RETRIES = 2
-DEFAULT_FALLBACK_REPLY = "Let me double-check that for you. Please look at the product card on screen!"
 CONSTRAINTS_HOOK_ID = "constraints"
 LANGUAGE_HOOK_ID = "constraints.language"
 TONE_HOOK_ID = "constraints.tone"
@@ -302,11 +302,12 @@ def check_relevance(state: ReplyState) -> Verdict:
 
 
 def retry_policy(manifest: Manifest) -> tuple[int, str, RetryControlHook | None]:
-    """(max retries, fallback line, the hook) from the manifest's retry_control hook, or the defaults."""
+    """(max retries, fallback line, the hook) from the manifest's retry_control hook, or the defaults (the
+    fallback line of the manifest's conventions: the live room's unless the harness restates it)."""
     for h in manifest.hooks:
         if h.kind == "retry_control" and h.enabled:
             return h.max_retries, h.fallback_reply, h
-    return DEFAULT_MAX_RETRIES, DEFAULT_FALLBACK_REPLY, None
+    return DEFAULT_MAX_RETRIES, manifest.conventions.fallback_line(), None
 
 
 def check_retry_control(hook: RetryControlHook, retries_done: int) -> Verdict:
