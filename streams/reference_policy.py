@@ -7,7 +7,7 @@ trajectory a good host would produce, in OpenAI chat-message format, under any m
 2. tool result: the skill body exactly as :func:`harness_editor.render.render_skill_body` returns it;
 3. (intents that need facts) assistant calls the manifest tool bound to the right implementation, found by
    its *binding id*, so renamed tools and reshaped argument paths still work;
-4. tool result from the REAL binding in :mod:`streams.bindings`, run on the room dict;
+4. tool result from the REAL binding (:mod:`streams.tool_bindings`, the engine's dispatcher), run on the room dict;
 5. a one-sentence speakable reply built from that tool result (the exact price, stock, days or code).
 
 It is used to make supervised training data (training_jobs.tiny_model) and to check the plumbing. It is
@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_get, argument_path_set
-from streams.bindings import BINDINGS
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest, Tool, argument_path_set
+
 # How a reply names a product ('Barrier Repair Ceramide Moisturizer 50 ml' -> 'Barrier Repair Ceramide
 # Moisturizer'): one implementation, shared with the reply rules that recognise the names.
 from streams.engine.rules.entities import short_title
+from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, call_bound_tool
 
 REFERENCE_POLICY_LABEL = "reference-policy (rule-based gold-data tool, not a model)"
 
@@ -122,21 +123,14 @@ def tool_arguments(tool: Tool, impl_args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def call_tool(manifest: Manifest, room: dict[str, Any], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Run a manifest tool through its REAL binding (tool arguments → implementation arguments)."""
+def call_tool(manifest: Manifest, room: dict[str, Any], name: str, arguments: dict[str, Any],
+              tools: ToolRuntime = EMPTY_RUNTIME) -> dict[str, Any]:
+    """Run a manifest tool through its REAL binding: the one dispatcher the turn engine uses
+    (:func:`streams.tool_bindings.call_bound_tool`), so an unbound tool gets the fault ``unbound`` here too."""
     tool = manifest.tool(name)
     if tool is None:
         return {"error": f"unknown tool {name!r}", "code": "not_found"}
-    binding = BINDINGS[tool.binding]
-    kwargs: dict[str, Any] = {}
-    for impl_name, path in tool.argument_map.items():
-        found, value = argument_path_get(arguments, path)
-        if found:
-            kwargs[impl_name] = value
-    missing = [p.name for p in binding.params.values() if p.required and p.name not in kwargs]
-    if missing:
-        return {"error": f"missing arguments: {', '.join(missing)}", "code": "invalid_argument"}
-    return binding.func(room, **kwargs)
+    return call_bound_tool(tool, room, arguments, tools)
 
 
 # --- replies ------------------------------------------------------------------------------------------------

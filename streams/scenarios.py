@@ -3,7 +3,8 @@
 A scenario is the initial room (exactly the shape :mod:`streams.bindings` works on), a timeline of
 campaign events (flash sale at minute 5, a price or stock change, a coupon expiring, ...), viewer
 personas whose comments are scripted at given minutes and/or generated from templates at a rate per
-minute, and tool faults injected into bindings during time windows. :mod:`streams.simulator` runs it.
+minute, tool faults injected into bindings during time windows, and fixtures (answers for fixture-bound tools, by
+tool name). :mod:`streams.simulator` runs it.
 
 Plain pydantic, no Django: the turn engine, GPU workers (RL rollouts, gold data, evaluation) and the CLI
 import it. Like the manifest (:mod:`harness_editor.schemas`), validation has two passes, strict
@@ -21,6 +22,7 @@ price while that product's flash sale runs), ``{list_price}``, ``{product2}`` / 
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,7 +30,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness_editor.schemas import FieldError, ManifestError, load_yaml, pydantic_errors
+from harness_editor.schemas import (
+    TOOL_NAME_RE,
+    FieldError,
+    ManifestError,
+    load_yaml,
+    pydantic_errors,
+)
+from harness_editor.schemas.bindings import FixtureCase
+from harness_editor.schemas.errors import _path as located_path
 from streams.bindings import BINDINGS, ordered_attribute_keys
 
 __all__ = [
@@ -289,6 +299,13 @@ class Fault(_Strict):
     probability: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 1.0
 
 
+# --- fixtures -----------------------------------------------------------------------------------------
+
+MAX_FIXTURE_CASES = 1000  # per tool, as a fixture binding's own table
+FixtureCases = Annotated[list[FixtureCase], Field(max_length=MAX_FIXTURE_CASES)]
+_ARGUMENT_PATH_PART = re.compile(r"^[^.\s]+$")
+
+
 # --- the scenario -------------------------------------------------------------------------------------
 
 
@@ -302,6 +319,9 @@ class Scenario(_Strict):
     timeline: list[CampaignEvent] = Field(default_factory=list)
     personas: list[Persona] = Field(default_factory=list)
     faults: list[Fault] = Field(default_factory=list)
+    # Answers for fixture-bound tools, by manifest tool name, tried before the binding's own cases
+    # (streams.tool_bindings.fixture): {tool_name: [{when: {argument.path: value}, result: ...}]}.
+    fixtures: dict[str, FixtureCases] = Field(default_factory=dict)
 
     def initial_room(self) -> dict[str, Any]:
         room = self.room.to_dict()
@@ -487,8 +507,9 @@ def validate_semantics(s: Scenario) -> list[FieldError]:
 
     for i, f in enumerate(s.faults):
         at = f"faults[{i}]"
-        if f.binding not in BINDINGS:
-            err(f"{at}.binding", f"unknown binding {f.binding!r}; known bindings: {', '.join(BINDINGS)}")
+        if not fault_target_valid(f.binding):
+            err(f"{at}.binding", f"unknown binding {f.binding!r}; a fault names a built-in binding "
+                f"({', '.join(BINDINGS)}), a binding label (http:<endpoint>, mcp:<server>) or a manifest tool name")
         if f.from_minute > duration:
             err(f"{at}.from_minute", f"minute {f.from_minute:g} is past the scenario's end ({duration})")
         if f.to_minute is not None:
@@ -498,7 +519,27 @@ def validate_semantics(s: Scenario) -> list[FieldError]:
                 err(f"{at}.to_minute", f"must be after from_minute ({f.from_minute:g}), got {f.to_minute:g}")
         if f.kind == "slow" and f.delay_ms <= 0:
             err(f"{at}.delay_ms", "a 'slow' fault needs a delay_ms above 0")
+
+    for tool_name, cases in s.fixtures.items():
+        if not TOOL_NAME_RE.match(tool_name):
+            err(located_path(["fixtures", tool_name]), f"{tool_name!r} is not a tool name (letters, digits, _ and -, "
+                "starting with a letter or _; at most 64)")
+        for j, case in enumerate(cases):
+            for key in case.when:
+                if not key or not all(_ARGUMENT_PATH_PART.match(p) for p in key.split(".")):
+                    err(located_path(["fixtures", tool_name, j, "when", key]), f"{key!r} is not an argument path (names joined by dots, "
+                        "such as order.id)")
     return errors
+
+
+_LABEL_RE = re.compile(r"^(http|mcp):[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}(/[^/\s]{1,128})?$")
+
+
+def fault_target_valid(target: str) -> bool:
+    """A fault's ``binding``: a built-in binding id, an open binding's label (``http:orders-api``,
+    ``mcp:files/read``, ``fixture``) or a manifest tool name (:func:`streams.engine.faults.find_fault` tries the
+    tool name first, then the label)."""
+    return target in BINDINGS or bool(TOOL_NAME_RE.match(target)) or bool(_LABEL_RE.match(target))
 
 
 # --- parsing ------------------------------------------------------------------------------------------
