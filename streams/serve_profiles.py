@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streams import vllm_cpu
+from streams.local_servers import free_port, local_server_env
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
@@ -134,9 +135,7 @@ class ServeProfile(ServeSpec):
     def full_env(self) -> dict[str, str]:
         """The whole environment a launched server gets (offline; the console's settings do not leak in)."""
         if self.kind == "local":
-            from training_jobs.tiny_model.serve import server_env
-
-            env = server_env(self.threads or 2)
+            env = local_server_env(self.threads or 2)
         else:
             env = vllm_cpu.vllm_env(runtime_lora_updating=self.runtime_lora_updating, kv_cache_gib=self.kv_cache_gib,
                                     threads=self.threads)
@@ -197,8 +196,6 @@ def launch(profile: ServeProfile, *, log_path: str | Path | None = None, connect
     ``connect_host``: the address clients use when the server listens on all interfaces. ``on_started(proc)``
     runs right after the process starts (to record its pid before the long wait). Raises (and stops the process)
     when it exits or is not ready within ``ready_timeout_s``."""
-    from training_jobs.tiny_model.serve import free_port
-
     if profile.kind == "vllm" and not vllm_cpu.vllm_available():
         raise RuntimeError(f"no vLLM environment at {vllm_cpu.vllm_python()}: run `make install` (it makes .venv-vllm)")
     if not Path(profile.model).is_dir():

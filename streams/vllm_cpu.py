@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.local_servers import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
 DEFAULT_HOST = "127.0.0.1"
@@ -117,8 +119,6 @@ def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HO
     """Start vLLM for ``model_dir`` and wait until it answers ``/health`` (about 90 s on a loaded 2-core machine).
     ``enable_lora`` also allows loading adapters at run time; ``threads`` caps its OpenMP threads (benchmarks leave
     the console a core)."""
-    from training_jobs.tiny_model.serve import free_port
-
     if not vllm_available():
         raise RuntimeError(f"no vLLM environment at {vllm_python()}: run `make install` (it makes .venv-vllm)")
     port = port or free_port(host)

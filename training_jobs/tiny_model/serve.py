@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+# a free port and the offline environment are the runtime's (any local model server needs them)
+from streams.local_servers import free_port
+from streams.local_servers import local_server_env as server_env
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
@@ -47,19 +50,6 @@ def server_command(model_dir: str | Path, host: str = DEFAULT_HOST, port: int = 
         "--port",
         str(port),
     ]
-
-
-def server_env(threads: int = 2) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"})
-    return env
-
-
-def free_port(host: str = DEFAULT_HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def is_ready(base_url: str, timeout: float = 2.0) -> bool:
