@@ -1,0 +1,212 @@
+"""The MCP binding (streams.tool_bindings.mcp) against a real MCP server the tests start: tests/streams/
+mcp_test_server.py, spawned over stdio by the binding itself, and over streamable HTTP on a free port.
+No database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from streams.tool_bindings.mcp import McpFault, McpServer, call_mcp_tool, list_mcp_tools
+from tests.streams import mcp_test_server as srv
+
+TOKEN = "tok-4f1c9e2b7a"  # the HTTP server's bearer token: a secret of the binding
+SECRETS = {"orders_token": TOKEN}
+ORDER_TOOLS = {"orders.lookup", "orders.cancel", "orders.refund_status", "orders/track", "orders.fail",
+               "orders.slow", "debug.echo"}
+
+
+@pytest.fixture(scope="module")
+def http_url():
+    proc, url = srv.start_http(TOKEN)
+    yield url
+    srv.stop_http(proc)
+
+
+@pytest.fixture
+def tag():
+    return uuid.uuid4().hex
+
+
+@pytest.fixture
+def stdio_server(tag):
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag), env={"ORDERS_TOKEN": "{secret:orders_token}"})
+    yield server
+    assert srv.tagged_pids(tag) == [], "the stdio MCP server outlived the call"
+
+
+@pytest.fixture
+def http_server(http_url):
+    return McpServer("orders", "http", url=http_url, headers={"Authorization": "Bearer {secret:orders_token}"})
+
+
+@pytest.fixture(params=["stdio", "http"])
+def server(request):
+    return request.getfixturevalue(f"{request.param}_server")
+
+
+# --- list and call, both transports ---------------------------------------------------------------------------
+
+
+def test_list_tools(server):
+    tools = list_mcp_tools(server, secrets=SECRETS)
+    assert {t["name"] for t in tools} == ORDER_TOOLS
+    lookup = next(t for t in tools if t["name"] == "orders.lookup")
+    assert lookup["description"] == "Look up an order by its id: status, total and items."
+    assert lookup["inputSchema"]["type"] == "object"
+    assert lookup["inputSchema"]["properties"]["order_id"]["type"] == "string"
+    assert lookup["inputSchema"]["required"] == ["order_id"]
+    assert set(lookup) == {"name", "description", "inputSchema"}
+
+
+def test_call_structured_output(server):
+    assert call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=10, secrets=SECRETS) == {
+        "order_id": "A100", "status": "shipped", "total": 59.9, "items": ["serum 30ml"]}
+    assert call_mcp_tool(server, "orders.cancel", {"order_id": "A101", "reason": "late"}, timeout_s=10,
+                         secrets=SECRETS) == {"order_id": "A101", "cancelled": True, "reason": "late"}
+
+
+def test_call_json_text_and_plain_text(server):
+    assert call_mcp_tool(server, "orders.refund_status", {"order_id": "A1"}, timeout_s=10, secrets=SECRETS) == {
+        "order_id": "A1", "refund": "none requested"}
+    assert call_mcp_tool(server, "orders/track", {"order_id": "A100"}, timeout_s=10, secrets=SECRETS) == {
+        "text": "Order A100 is shipped with SF"}
+
+
+def test_tool_error(server):
+    result = call_mcp_tool(server, "orders.fail", {"order_id": "A100"}, timeout_s=10, secrets=SECRETS)
+    assert result["code"] == "tool_error"
+    assert "order system is down" in result["error"]
+    invalid = call_mcp_tool(server, "orders.lookup", {"order_id": 5}, timeout_s=10, secrets=SECRETS)
+    assert invalid["code"] == "tool_error" and "order_id" in invalid["error"]
+
+
+def test_timeout(server, tag):
+    started = time.monotonic()
+    result = call_mcp_tool(server, "orders.slow", {"seconds": 30}, timeout_s=1.5, secrets=SECRETS)
+    elapsed = time.monotonic() - started
+    assert result == {"error": "MCP server 'orders' did not answer within 1.5 s", "code": "timeout"}
+    # the SDK's stdio shutdown waits at most a few bounded grace periods for the sleeping server
+    assert elapsed < 12, elapsed
+
+
+def test_secret_reaches_the_server_and_never_comes_back(server):
+    echoed = call_mcp_tool(server, "debug.echo", {}, timeout_s=10, secrets=SECRETS)
+    assert TOKEN not in repr(echoed)
+    if server.transport == "http":
+        assert echoed["authorization"] == "Bearer [secret]"  # the server got the token; the answer hides it
+    else:
+        assert echoed["env_token"] == "[secret]"
+
+
+def test_missing_secret_is_a_fault(server):
+    result = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=5, secrets={})
+    assert result == {"error": "the secret 'orders_token' (" + ("header Authorization" if server.transport == "http"
+                                                               else "env ORDERS_TOKEN") + ") is not configured",
+                      "code": "binding_unavailable"}
+
+
+def test_server_timeout_bounds_the_binding_timeout(http_url):
+    server = McpServer("orders", "http", url=http_url, headers={"Authorization": "Bearer {secret:orders_token}"},
+                       timeout_s=1.0)
+    result = call_mcp_tool(server, "orders.slow", {"seconds": 10}, timeout_s=60, secrets=SECRETS)
+    assert result["code"] == "timeout" and "1 s" in result["error"]
+
+
+# --- servers that are not there ---------------------------------------------------------------------------------
+
+
+def test_http_server_not_running():
+    server = McpServer("gone", "http", url=f"http://127.0.0.1:{srv.free_port()}/mcp")
+    result = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=5)
+    assert result == {"error": "MCP server 'gone' cannot be reached (ConnectError)", "code": "binding_unavailable"}
+    with pytest.raises(McpFault) as caught:
+        list_mcp_tools(server, timeout_s=5)
+    assert caught.value.code == "binding_unavailable"
+
+
+def test_http_wrong_token_is_a_fault_without_the_token(http_url):
+    server = McpServer("orders", "http", url=http_url, headers={"Authorization": "Bearer {secret:orders_token}"})
+    wrong = "wrong-token-0042"
+    result = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=5,
+                           secrets={"orders_token": wrong})
+    assert result["code"] == "binding_unavailable"
+    assert wrong not in result["error"] and TOKEN not in result["error"]
+
+
+def test_stdio_command_not_found():
+    server = McpServer("gone", "stdio", command=("/nonexistent/mcp-server", "--stdio"))
+    assert call_mcp_tool(server, "orders.lookup", {}, timeout_s=5) == {
+        "error": "MCP server 'gone': its command cannot be started (FileNotFoundError)",
+        "code": "binding_unavailable"}
+
+
+def test_stdio_server_that_dies_at_start_says_why(tag):
+    import sys
+
+    server = McpServer("broken", "stdio", command=(
+        sys.executable, "-c", "import sys; sys.stderr.write('config file orders.toml missing\\n'); sys.exit(3)",
+        "--tag", tag))
+    result = call_mcp_tool(server, "orders.lookup", {}, timeout_s=5)
+    assert result["code"] == "binding_unavailable"
+    assert "config file orders.toml missing" in result["error"]
+    assert srv.tagged_pids(tag) == []
+
+
+# --- no stdio process outlives a call ---------------------------------------------------------------------------
+
+
+def test_no_stdio_process_leak_across_many_calls(tag):
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    for order_id in ("A100", "A101", "A100"):
+        assert call_mcp_tool(server, "orders.lookup", {"order_id": order_id}, timeout_s=10)["order_id"] == order_id
+        assert srv.tagged_pids(tag) == []
+    assert call_mcp_tool(server, "orders.slow", {"seconds": 60}, timeout_s=1, secrets={})["code"] == "timeout"
+    assert srv.tagged_pids(tag) == []  # the sleeping server was killed, not left behind
+
+
+def test_a_stdio_call_spawns_its_server(tag):
+    """The call really runs the tagged process (so the leak checks above look for the right thing)."""
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    echoed = call_mcp_tool(server, "debug.echo", {}, timeout_s=10)
+    assert isinstance(echoed["pid"], int) and echoed["pid"] > 0
+
+
+def test_called_from_inside_a_running_event_loop(http_server):
+    """An async caller (a Channels consumer, say) is not blocked inside its own loop: the call runs in a private
+    loop on a thread of its own."""
+
+    async def caller():
+        return call_mcp_tool(http_server, "orders.lookup", {"order_id": "A101"}, timeout_s=10, secrets=SECRETS)
+
+    assert asyncio.run(caller())["status"] == "paid"
+
+
+# --- configuration -----------------------------------------------------------------------------------------------
+
+
+def test_server_config_is_checked():
+    with pytest.raises(ValueError, match="needs a command"):
+        McpServer("x", "stdio")
+    with pytest.raises(ValueError, match="http"):
+        McpServer("x", "http", url="ftp://example.org/")
+    with pytest.raises(ValueError, match="transport"):
+        McpServer("x", "ws", url="http://127.0.0.1/")  # type: ignore[arg-type]
+    assert McpServer("x", "stdio", command="python -m srv --flag").command == ("python", "-m", "srv", "--flag")
+
+
+def test_result_conversion_of_other_content():
+    from mcp_types import CallToolResult, ImageContent, TextContent
+
+    from streams.tool_bindings.mcp import result_to_dict
+
+    image = ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
+    assert result_to_dict(CallToolResult(content=[TextContent(type="text", text="a chart"), image])) == {
+        "text": "a chart", "content": [{"type": "image", "mimeType": "image/png"}]}
+    assert result_to_dict(CallToolResult(content=[TextContent(type="text", text="[1, 2]")])) == {"result": [1, 2]}
+    assert result_to_dict(CallToolResult(content=[], structured_content=[1, 2])) == {"result": [1, 2]}
+    assert result_to_dict(CallToolResult(content=[], is_error=True)) == {
+        "error": "the tool reported an error", "code": "tool_error"}
