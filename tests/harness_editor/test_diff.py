@@ -47,7 +47,7 @@ def test_v1_to_v2_is_a_non_breaking_campaign_change() -> None:
     assert body.text_diff[0].startswith("--- skills[coupon_strategy].body (before)")
     assert any(line.startswith("+6. Coupons do not stack") for line in body.text_diff)
     param = only(d, component="tool", kind="added", key="pin_product")
-    assert param.path == "tools[pin_product].parameters.duration_seconds" and not param.breaking
+    assert param.path == "tools[pin_product].parameters.properties.duration_seconds" and not param.breaking
     amap = only(d, component="tool", key="pin_product", path="tools[pin_product].argument_map")
     assert not amap.breaking and amap.after == {"link_id": "link_id", "duration_s": "duration_seconds"}
     c = only(d, component="constraint")
@@ -68,7 +68,7 @@ def test_v2_to_v3_is_breaking_with_rename_new_required_param_and_reorder() -> No
         True,
     )
     added = only(d, component="tool", kind="added", key="check_stock")
-    assert added.path == "tools[check_stock].parameters.item_id" and added.breaking
+    assert added.path == "tools[check_stock].parameters.properties.item_id" and added.breaking
     assert only(d, component="tool", kind="removed", key="check_stock").breaking
     assert only(d, component="tool", path="tools[check_stock].argument_map").breaking
     reorder = only(d, component="prompt_block", kind="reordered")
@@ -123,7 +123,7 @@ def _add_param(name: str, node: dict[str, Any], required: bool) -> Callable[[dic
 
 def test_optional_param_added_is_not_breaking_required_is() -> None:
     opt = only(diff_manifests(V1, edited(_add_param("note", {"type": "string"}, False))), kind="added")
-    assert opt.path == "tools[get_shipping_policy].parameters.note" and not opt.breaking
+    assert opt.path == "tools[get_shipping_policy].parameters.properties.note" and not opt.breaking
     req = only(diff_manifests(V1, edited(_add_param("note", {"type": "string"}, True))), kind="added")
     assert req.breaking and "required parameter 'note' added" in req.summary
 
@@ -132,7 +132,7 @@ def test_param_type_change_is_breaking() -> None:
     base = edited(_add_param("urgency", {"type": "string"}, False))
     new = edited(_add_param("urgency", {"type": "integer"}, False))
     c = only(diff_manifests(base, new), kind="changed")
-    assert c.path == "tools[get_shipping_policy].parameters.urgency.type" and c.breaking
+    assert c.path == "tools[get_shipping_policy].parameters.properties.urgency.type" and c.breaking
     assert (c.before, c.after) == ("string", "integer")
 
 
@@ -179,7 +179,7 @@ def test_nested_params_are_compared_by_dotted_path() -> None:
         return fn
 
     c = only(diff_manifests(edited(nest("string")), edited(nest("array"))), kind="changed")
-    assert c.path == "tools[lookup_product].parameters.args.lang.type" and c.breaking
+    assert c.path == "tools[lookup_product].parameters.properties.args.properties.lang.type" and c.breaking
 
 
 def test_binding_change_is_breaking() -> None:
