@@ -73,3 +73,17 @@ def draft_list(*, author) -> QuerySet[HarnessVersion]:
         HarnessVersion.objects.filter(status=HarnessVersion.Status.DRAFT, author=author)
         .select_related("harness").defer("manifest_json").order_by("-updated_at")
     )
+
+
+def harness_version_by_ref(ref: str) -> HarnessVersion | None:
+    """``slug@number`` or ``slug@label`` (e.g. ``glow-gadget@production``) → that harness version, or None when it
+    does not resolve (the APIs, the CLIs and a training job's evaluations all read references this way)."""
+    slug, sep, tail = str(ref).rpartition("@")
+    if not sep or not slug or not tail:
+        return None
+    if tail.isdigit():
+        if len(tail) >= 10:
+            return None
+        return HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(tail)).first()
+    label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=tail).first()
+    return label.version if label is not None else None

@@ -3,7 +3,7 @@
 Both sides are described the same way (:func:`turn_side`) from the turn engine's events — the recorded ones read
 back from the session, the new ones as :func:`streams.engine.turn.run_turn` emitted them — and judged with the one
 set of reply rules (:func:`streams.engine.rules.judge.judge_turn`), reading the turn's calls and results exactly as
-evaluation does (:func:`training_jobs.evals.judging.turn_calls`). A live turn has no gold: the rules judge what they
+evaluation does (:func:`streams.bound_calls.turn_calls`). A live turn has no gold: the rules judge what they
 can without it (facts backed by the turn's own tool results, the catalogue, claims, form, language, tone, intent).
 
 :func:`compare` says whether the new reply changed (its words), regressed (judged worse on any measure:
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 from pydantic import ValidationError
 
+from streams.bound_calls import turn_calls
 from streams.engine.events import (
     HookResult,
     Reply,
@@ -63,8 +63,6 @@ def turn_side(*, events: Sequence[TurnEvent], manifest: Any, comments: Sequence[
     ``fallback`` / ``reason`` override the events' ``reply``), hook verdicts, tool calls, skills, timings and the
     rules' judgement. ``manifest``: the harness the turn ran under (None when it is no longer on record: the rules
     then judge without its reply-skill and constraint settings)."""
-    from training_jobs.evals.judging import turn_calls
-
     last = next((e for e in reversed(events) if isinstance(e, Reply)), None)
     text = reply if reply is not None else (last.text if last is not None else "")
     fell_back = fallback if fallback is not None else (last.fallback if last is not None else True)
@@ -85,7 +83,7 @@ def turn_side(*, events: Sequence[TurnEvent], manifest: Any, comments: Sequence[
               "message": e.message, "detail": e.detail} for e in events if isinstance(e, HookResult)]
     timing = next((e for e in reversed(events) if isinstance(e, Timings)), None)
     if manifest is not None:
-        calls, backing, loaded = turn_calls(SimpleNamespace(events=list(events)), manifest)
+        calls, backing, loaded = turn_calls(events, manifest)
     else:
         calls, loaded = [], [s["skill_id"] for s in skills if s["ok"]]
         backing = [e.result for e in results.values() if e.error is None and e.fault in (None, "slow")

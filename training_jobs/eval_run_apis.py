@@ -18,9 +18,16 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from console import roles
-from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, Pagination, paginated_response
+from console.apis import (
+    ERRORS_READ,
+    ERRORS_WRITE,
+    ApiView,
+    Pagination,
+    paginated_response,
+)
 from console.errors import ValidationFailed
 from harness_editor.models import HarnessVersion
+from harness_editor.selectors import harness_version_by_ref
 from streams.engine.outbound import OutboundRefused
 from streams.models import ModelEndpoint
 from training_jobs import eval_run_compare as compare
@@ -181,7 +188,7 @@ def resolve_harness_version(spec: str) -> HarnessVersion:
     """``slug@number`` or ``slug@label`` (e.g. glow-gadget@production)."""
     if "@" not in spec or spec.startswith("@") or spec.endswith("@"):
         raise _bad("harness_version", "write slug@number or slug@label, e.g. glow-gadget@production")
-    version = selectors.harness_version_by_ref(spec)
+    version = harness_version_by_ref(spec)
     if version is None:
         raise _bad("harness_version", f"no harness version {spec}")
     return version

@@ -14,9 +14,10 @@ from django import forms
 
 from harness_editor.models import HarnessVersion, Label
 from streams.models import ModelEndpoint
+from streams.sampling import MAX_TOKENS_LIMIT
 from training_jobs.eval_models import EvalSet, EvalSetVersion
 from training_jobs.eval_run_models import EvalRun
-from training_jobs.eval_run_services import MAX_K, MAX_TOKENS_LIMIT
+from training_jobs.eval_run_services import MAX_K
 from training_jobs.models import TrainedModel
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens")

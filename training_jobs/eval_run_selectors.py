@@ -27,22 +27,6 @@ FAULTS = ("timeout", "malformed", "permission_denied", "slow")
 # --- lists and one run -------------------------------------------------------------------------------------------
 
 
-def harness_version_by_ref(ref: str):
-    """``slug@number`` or ``slug@label`` (e.g. ``glow-gadget@production``) → that harness version, or None when it
-    does not resolve (the API, the CLIs and a training job's evaluations all read references this way)."""
-    from harness_editor.models import HarnessVersion, Label
-
-    slug, sep, tail = str(ref).rpartition("@")
-    if not sep or not slug or not tail:
-        return None
-    if tail.isdigit():
-        if len(tail) >= 10:
-            return None
-        return HarnessVersion.objects.select_related("harness").filter(harness__slug=slug, number=int(tail)).first()
-    label = Label.objects.select_related("version__harness").filter(harness__slug=slug, name=tail).first()
-    return label.version if label is not None else None
-
-
 def eval_run_list(*, eval_set: str | None = None, harness: str | None = None, endpoint: str | None = None,
                   model=None, status: str | None = None, kind: str | None = None) -> QuerySet[EvalRun]:
     """Runs, newest first, filtered by eval set name, harness slug, endpoint name, registered model id, status or

@@ -20,41 +20,25 @@ from django.db import transaction
 
 from console import roles
 from console.errors import ValidationFailed
-from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
+from console.jobs import (
+    JobCancelled,
+    JobReporter,
+    job_cancel,
+    job_enqueue,
+    job_resume,
+    job_run,
+)
 from console.services import audit_record
-from training_jobs.eval_run_selectors import harness_version_by_ref
-from training_jobs.services.access import require, require_manager
+from harness_editor.selectors import harness_version_by_ref
+from streams.sampling import validate_sampling
 from training_jobs.eval_models import EvalSetVersion
 from training_jobs.eval_run_models import EvalResult, EvalRun
+from training_jobs.services.access import require, require_manager
 
 logger = logging.getLogger(__name__)
 
 MAX_K = 16
-MAX_TOKENS_LIMIT = 4096
-SAMPLING_KEYS = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "max_tokens": (1, MAX_TOKENS_LIMIT)}
 EVENTS_KEPT_PER_SAMPLE = 400  # a runaway turn's token events are thinned to this many (drill-down stays usable)
-
-
-def validate_sampling(sampling: Any) -> dict[str, Any]:
-    """Sampling settings as stored: only known keys, numbers within bounds; ValidationFailed otherwise."""
-    if sampling in (None, ""):
-        return {}
-    if not isinstance(sampling, Mapping):
-        raise ValidationFailed("sampling must be an object", errors=[{"path": "sampling",
-                                                                      "message": "an object, e.g. {\"temperature\": 0.7}"}])
-    errors, out = [], {}
-    for key, value in sampling.items():
-        if key not in SAMPLING_KEYS:
-            errors.append({"path": f"sampling.{key}", "message": f"unknown setting; use {', '.join(SAMPLING_KEYS)}"})
-            continue
-        lo, hi = SAMPLING_KEYS[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
-            errors.append({"path": f"sampling.{key}", "message": f"a number from {lo} to {hi}"})
-            continue
-        out[key] = int(value) if key == "max_tokens" else float(value)
-    if errors:
-        raise ValidationFailed("the sampling settings are not valid", errors=errors)
-    return out
 
 
 def _bounded_int(value: Any, path: str, lo: int, hi: int, errors: list[dict[str, str]]) -> int | None:

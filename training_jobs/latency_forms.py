@@ -12,8 +12,8 @@ from django import forms
 
 from harness_editor.models import HarnessVersion, Label
 from streams.models import ModelEndpoint
+from streams.sampling import MAX_TOKENS_LIMIT
 from training_jobs.eval_models import EvalSet, EvalSetVersion
-from training_jobs.eval_run_services import MAX_TOKENS_LIMIT
 from training_jobs.latency_services import MAX_TURNS_PER_LEVEL
 
 

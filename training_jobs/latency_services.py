@@ -19,12 +19,19 @@ from django.db import transaction
 
 from console import roles
 from console.errors import ValidationFailed
-from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
+from console.jobs import (
+    JobCancelled,
+    JobReporter,
+    job_cancel,
+    job_enqueue,
+    job_resume,
+    job_run,
+)
 from console.services import audit_record
-from training_jobs.services.access import require, require_manager
 from training_jobs.eval_models import EvalSetVersion
 from training_jobs.evals.replay import MAX_CONCURRENCY, MAX_LEVELS
 from training_jobs.latency_models import LatencyReplay
+from training_jobs.services.access import require, require_manager
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ def latency_replay_start(*, user, eval_set_version: EvalSetVersion, harness_vers
     cases (T1–T3). NotAllowed for roles that may not evaluate; ValidationFailed with located errors for a bad
     request or an endpoint that may not be used (nothing saved)."""
     from streams.engine.outbound import OutboundRefused
-    from training_jobs.eval_run_services import validate_sampling
+    from streams.sampling import validate_sampling
 
     require(user, roles.RUN_EVAL, "launch latency replays")
     errors: list[dict[str, str]] = []
@@ -169,7 +176,12 @@ def _ordered(replay: LatencyReplay, levels: dict[int, dict[str, Any]]) -> list[d
 def _replay(replay: LatencyReplay, reporter: JobReporter, *, backend_factory: Callable[[], Any] | None,
             on_progress: Callable[[int, int, int], None] | None) -> dict[str, Any]:
     from streams.engine.client import OpenAIChatClient
-    from training_jobs.evals.replay import level_summary, replay_summary, run_level, turn_order
+    from training_jobs.evals.replay import (
+        level_summary,
+        replay_summary,
+        run_level,
+        turn_order,
+    )
 
     reporter.stage("preparing turns")
     playable, skipped = replay_turns(replay)

@@ -11,8 +11,8 @@ cancelled, failed or killed replay resumes at the turns not stored yet.
 
 Who may: everyone who watches live sessions reads replays (VIEW_LIVE); starting one needs VIEW_LIVE and either
 RUN_LIVE (operators replay their broadcasts) or RUN_EVAL (ML staff evaluate a candidate harness or model on real
-traffic). Cancel and resume: the person who started it, or an ML lead (the one rule of
-:func:`training_jobs.services.access.may_manage`).
+traffic). Cancel and resume: the person who started it, or an ML lead (``roles.MANAGE_ANY_TRAINING``: the rule
+the ML team's jobs follow).
 """
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ from django.db import transaction
 
 from console import roles
 from console.errors import NotAllowed, ValidationFailed
-from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_resume, job_run
+from console.jobs import (
+    JobCancelled,
+    JobReporter,
+    job_cancel,
+    job_enqueue,
+    job_resume,
+    job_run,
+)
 from console.services import audit_record
 from streams import replay_selectors as selectors
 from streams.replay_models import SessionReplay, SessionReplayTurn
@@ -42,10 +49,9 @@ def may_start(user) -> bool:
 
 
 def may_manage(user, replay: SessionReplay) -> bool:
-    """Cancel or resume: a role that may start replays, and the replay's starter or an ML lead."""
-    from training_jobs.services.access import may_manage as owner_or_lead
-
-    return may_start(user) and owner_or_lead(user, replay.created_by)
+    """Cancel or resume: a role that may start replays, and the replay's starter or an ML lead (the rule of the ML
+    team's jobs)."""
+    return may_start(user) and (replay.created_by_id == user.pk or user.has_perm(roles.MANAGE_ANY_TRAINING))
 
 
 def _require_start(user, what: str) -> None:
@@ -79,7 +85,7 @@ def session_replay_start(*, user, session, harness_version, endpoint, request_mo
     ``endpoint``, ``sampling.temperature``, ``seed``, ``deadline_s``, ``request_model``, ``session``), nothing
     saved."""
     from streams.engine.outbound import OutboundRefused
-    from training_jobs.eval_run_services import validate_sampling
+    from streams.sampling import validate_sampling
 
     _require_start(user, "replay sessions")
     errors: list[dict[str, str]] = []

@@ -17,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
-from streams.engine.events import SkillLoaded, ToolCallEvent, ToolResultEvent
+from harness_editor.schemas import Manifest
+from streams import bound_calls
 from streams.engine.rules.base import Problem
-from streams.engine.rules.judge import CallRecord, ExpectedCall, Expectation, GoldFact, Judgement, judge_turn
+from streams.engine.rules.judge import (
+    CallRecord,
+    Expectation,
+    ExpectedCall,
+    GoldFact,
+    Judgement,
+    judge_turn,
+)
 from streams.engine.turn import TurnResult
-from training_jobs.hsa.judging import bound_call
 
 
 def reply_skills_for(case: Any, manifest: Manifest) -> tuple[str, ...]:
@@ -53,22 +59,9 @@ def expectation_for(case: Any, manifest: Manifest) -> Expectation:
 
 def turn_calls(result: TurnResult, manifest: Manifest) -> tuple[list[CallRecord], list[Any], list[str]]:
     """What the rules read of a played turn: its executed manifest-tool calls (bound, with success), the
-    results of the successful ones (what backs facts) and the skills loaded."""
-    results = {e.call_id: e for e in result.events if isinstance(e, ToolResultEvent)}
-    calls: list[CallRecord] = []
-    backing: list[Any] = []
-    for e in result.events:
-        if not isinstance(e, ToolCallEvent) or not e.valid or e.error is not None or e.name == LOAD_SKILL_TOOL:
-            continue
-        bound = bound_call(manifest, e.name, e.arguments)
-        res = results.get(e.call_id)
-        ok = res is not None and res.error is None and res.fault in (None, "slow")
-        if bound is not None:
-            calls.append(CallRecord(bound.binding, dict(bound.arguments), ok))
-        if ok and isinstance(res.result, dict) and res.binding is not None:
-            backing.append(res.result)
-    loaded = [e.skill_id for e in result.events if isinstance(e, SkillLoaded)]
-    return calls, backing, loaded
+    results of the successful ones (what backs facts) and the skills loaded (the runtime's reading,
+    :func:`streams.bound_calls.turn_calls`)."""
+    return bound_calls.turn_calls(result.events, manifest)
 
 
 def _pattern_problems(reply: str, case: Any) -> list[Problem]:

@@ -13,11 +13,41 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from console.errors import DomainError
+from harness_editor.models import HarnessVersion
+from harness_editor.selectors import harness_version_by_ref
 from streams.models import LiveSession, ModelEndpoint, SessionReplay
+
+
+def _harness_version(spec: str) -> HarnessVersion:
+    if "@" not in spec or spec.startswith("@") or spec.endswith("@"):
+        raise CommandError(f"--harness must be SLUG@NUMBER or SLUG@LABEL, got {spec!r}")
+    version = harness_version_by_ref(spec)
+    if version is None:
+        raise CommandError(f"no harness version {spec}")
+    return version
+
+
+def _user(username: str | None):
+    from streams.services.session_replays import may_start
+
+    User = get_user_model()
+    if username:
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"no user {username!r}")
+    else:  # CI: the first superuser (seed_demo creates "admin")
+        user = User.objects.filter(is_superuser=True, is_active=True).order_by("pk").first()
+        if user is None:
+            raise CommandError("no superuser: pass --user <username> (a user whose role may replay sessions)")
+    if not may_start(user):
+        raise CommandError(f"{user.get_username()}'s role does not allow session replays (operators and ML staff "
+                           "replay sessions)")
+    return user
 
 
 class Command(BaseCommand):
@@ -42,7 +72,6 @@ class Command(BaseCommand):
                temperature: float | None, max_tokens: int | None, deadline: float | None, regressions: bool,
                fail_on_regression: bool, user: str | None, as_json: bool, **options):
         from streams.services import session_replays as services
-        from training_jobs.management.commands.run_eval import _harness_version, _user
 
         try:
             recorded = LiveSession.objects.filter(pk=session).first()

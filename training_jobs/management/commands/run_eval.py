@@ -20,12 +20,12 @@ from django.core.management.base import BaseCommand, CommandError
 from console import roles
 from console.errors import DomainError
 from harness_editor.models import HarnessVersion
+from harness_editor.selectors import harness_version_by_ref
 from streams.engine.outbound import OutboundRefused
 from streams.models import ModelEndpoint
 from training_jobs import eval_run_services as services
 from training_jobs.eval_models import EvalSet, EvalSetVersion
 from training_jobs.eval_run_models import EvalRun
-from training_jobs.eval_run_selectors import harness_version_by_ref
 
 
 def _set_version(spec: str) -> EvalSetVersion:
