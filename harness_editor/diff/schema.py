@@ -100,6 +100,11 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and in the same order (a dict's ``==`` ignores the order of ``properties``)."""
+    return a == b and json.dumps(a, default=str) == json.dumps(b, default=str)
+
+
 def _has_ref(node: Any) -> bool:
     return '"$ref"' in json.dumps(node, sort_keys=True, default=str)
 
@@ -145,9 +150,11 @@ class _SchemaWalk:
 
     @staticmethod
     def sub(label: str, part: str) -> str:
-        if not label:
-            return part.lstrip(".")
-        return f"{label}{part}" if part.startswith("[") or part.startswith("{") else f"{label}.{part}"
+        """A readable parameter label for summaries: ``items[].sku``, ``tags{*}``, ``contact<anyOf[1]>.number``."""
+        if part.startswith(("[", "{", "<")):
+            return f"{label}{part}"
+        name = part.removeprefix(".")
+        return f"{label}.{name}" if label else name
 
     # dereferencing
 
@@ -171,7 +178,7 @@ class _SchemaWalk:
 
     def node(self, o: Any, n: Any, path: str, label: str, o_seen: frozenset[str] = frozenset(),
              n_seen: frozenset[str] = frozenset(), depth: int = 0) -> None:
-        if o == n and (self.defs_equal or not _has_ref(o)):
+        if _same(o, n) and (self.defs_equal or not _has_ref(o)):
             return
         if depth > _MAX_DEPTH:
             self.add("changed", path, f"{self.what(label)} schema changed", True, o, n)
@@ -185,7 +192,7 @@ class _SchemaWalk:
                 self.add("changed", join_path(path, "$ref"),
                          f"{self.what(label)} refers to {short(n_ref)} instead of {short(o_ref)}", False, o_ref, n_ref)
             path = join_path(path, "$ref")
-            if o == n and (self.defs_equal or not _has_ref(o)):
+            if _same(o, n) and (self.defs_equal or not _has_ref(o)):
                 return
         if not isinstance(o, dict) or not isinstance(n, dict):
             if o != n:

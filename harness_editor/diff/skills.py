@@ -115,7 +115,9 @@ def diff_skills(old: Manifest, new: Manifest, tool_renames: dict[str, str]) -> l
     for s in new.skills:
         if s.id in old_by:
             out += _skill_fields(old_by[s.id], _with_renamed_tools(s, tool_renames, old_by[s.id]))
-    out += reorder("skill", "skills", "skills", [s.id for s in old.skills], [s.id for s in new.skills], "skills")
+    renamed = {o.id: n.id for o, n in renames}
+    out += reorder("skill", "skills", "skills", [renamed.get(s.id, s.id) for s in old.skills],
+                   [s.id for s in new.skills], "skills")
     return out
 
 

@@ -161,5 +161,8 @@ def diff_tools(old: Manifest, new: Manifest) -> tuple[list[Change], dict[str, st
     for t in new.tools:
         if t.name in old_by:
             out += _tool_fields(old_by[t.name], t)
-    out += reorder("tool", "tools", "tools", [t.name for t in old.tools], [t.name for t in new.tools], "tools")
-    return out, {o.name: n.name for o, n in renames}
+    renamed = {o.name: n.name for o, n in renames}
+    # Order compared under the new names, so two renamed tools that swap places also report the new order.
+    out += reorder("tool", "tools", "tools", [renamed.get(t.name, t.name) for t in old.tools],
+                   [t.name for t in new.tools], "tools")
+    return out, renamed
