@@ -210,13 +210,13 @@ def test_switch_id_types_sends_link_ids_as_digit_strings(tiny):
 
 
 def test_switch_id_types_leaves_integer_parameters_that_do_not_coerce(tiny, monkeypatch):
-    from streams.bindings import BINDINGS, BindingParam
+    from harness_editor.schemas.bindings import BUILTIN_BINDINGS as BINDINGS, BindingParam
     from training_jobs.hsa import operators as ops
 
     sample = next(s for s in tiny if s.tool_calls() and "link_id" in s.tool_calls()[0].arguments)
     binding = BINDINGS[sample.manifest.tool(sample.tool_calls()[0].name).binding]
     strict = {**binding.params, "link_id": BindingParam("link_id", "integer", True, coerces_digit_strings=False)}
-    monkeypatch.setitem(BINDINGS, binding.id, type(binding)(binding.id, binding.description, binding.func, strict))
+    monkeypatch.setitem(BINDINGS, binding.id, type(binding)(binding.id, binding.description, strict))
     ops._string_id_schema_allowed.cache_clear()
     try:
         state, manifest, out, m = _run("switch_id_types", sample, 0, share=1.0)

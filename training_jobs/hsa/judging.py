@@ -32,7 +32,7 @@ from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
 from streams.engine import rules
 from streams.engine.events import CommentReceived, ToolCallEvent, ToolResultEvent
 from streams.engine.turn import TurnResult
-from training_jobs.hsa.relabel import implementation_arguments
+from training_jobs.hsa.relabel import binding_key, implementation_arguments
 from training_jobs.hsa.samples import Sample, ToolCall, canonical_target
 
 
@@ -48,7 +48,7 @@ def bound_call(manifest: Manifest, name: str, arguments: Mapping[str, Any] | Non
     tool = manifest.tool(name)
     if tool is None:
         return None
-    return BoundCall(tool.binding, implementation_arguments(tool, arguments or {}))
+    return BoundCall(binding_key(tool), implementation_arguments(tool, arguments or {}))
 
 
 def bound_calls(manifest: Manifest, calls: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[BoundCall]:

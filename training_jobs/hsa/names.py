@@ -269,6 +269,119 @@ FALLBACK_REPLIES: dict[Pool, tuple[str, ...]] = {
     "heldout": ("Hang tight, the listing on screen has everything you need.",),
 }
 
+# --- any domain: names from the harness's own words ---------------------------------------------------------
+# A harness outside the live room (an order desk, a help desk, public function definitions) is renamed from its
+# own words (the tokens of its tool, parameter and skill names) and these generic pools, never from the
+# live-commerce tables above (those stay for tools bound to the built-in live-commerce catalog). The held-out
+# halves use their own verbs and suffixes, so a generated evaluation name never equals a generated training name,
+# and :data:`HELDOUT_NAME_PATTERNS` finds them in text.
+
+# Verbs that read (any read verb can stand for another) and action verbs with their synonyms (an action keeps its
+# meaning: cancel_order never becomes fetch_order).
+READ_VERBS: dict[Pool, tuple[str, ...]] = {
+    "train": ("get", "fetch", "lookup", "find", "read", "retrieve", "show", "load", "view"),
+    "heldout": ("pull", "peek", "grab"),
+}
+ACTION_VERBS: dict[Pool, dict[str, tuple[str, ...]]] = {
+    "train": {
+        "cancel": ("void", "call_off", "abort"), "create": ("open", "new", "make", "add"),
+        "update": ("change", "edit", "modify", "set"), "start": ("begin", "open", "initiate"),
+        "request": ("submit", "ask_for", "raise"), "issue": ("grant", "give", "award"),
+        "escalate": ("hand_over", "transfer", "route"), "verify": ("confirm", "validate", "authenticate"),
+        "track": ("trace", "follow"), "list": ("list_all", "enumerate", "browse"), "search": ("find", "browse"),
+        "check": ("test", "inspect", "assess"), "send": ("dispatch", "deliver"), "delete": ("remove", "drop"),
+        "apply": ("use", "redeem"), "book": ("reserve", "schedule"), "close": ("resolve", "finish"),
+    },
+    "heldout": {
+        "cancel": ("rescind",), "create": ("spawn",), "update": ("amend",), "start": ("launch",),
+        "request": ("petition",), "issue": ("bestow",), "escalate": ("kick_up",), "verify": ("attest",),
+        "track": ("locate",), "list": ("tabulate",), "search": ("scour",), "check": ("vet",), "send": ("relay",),
+        "delete": ("purge",), "apply": ("invoke",), "book": ("pencil_in",), "close": ("wrap_up",),
+    },
+}
+# Object words a name may drop, add or swap (the rest of a name's words are its own and stay).
+GENERIC_NOUNS: dict[Pool, tuple[str, ...]] = {
+    "train": ("item", "record", "entry", "info", "details", "data"),
+    "heldout": ("dossier", "ledger"),
+}
+# Last-word synonyms for parameter names ("order_id" -> "order_ref"); a word not listed keeps itself and the name
+# changes style instead (camelCase, or the tool's object word in front).
+PARAM_WORD_SYNONYMS: dict[Pool, dict[str, tuple[str, ...]]] = {
+    "train": {
+        "id": ("ref", "no", "number", "key"), "name": ("title", "label"), "email": ("email_address", "mail"),
+        "reason": ("cause", "motive"), "quantity": ("qty", "count"), "address": ("addr", "location"),
+        "comment": ("note", "remark"), "summary": ("synopsis", "overview"), "priority": ("urgency", "level"),
+        "sku": ("item_code", "variant_code"), "status": ("state",), "items": ("lines", "entries"),
+        "text": ("content", "body"), "date": ("day", "on"), "amount": ("sum", "value"), "limit": ("cap", "at_most"),
+    },
+    "heldout": {
+        "id": ("handle",), "name": ("moniker",), "email": ("inbox",), "reason": ("rationale",),
+        "quantity": ("tally_of",), "address": ("whereabouts",), "comment": ("annotation",), "summary": ("precis",),
+        "priority": ("precedence",), "sku": ("stock_handle",), "status": ("standing",), "items": ("manifest_lines",),
+        "text": ("verbiage",), "date": ("datum",), "amount": ("quantum",), "limit": ("ceiling_of",),
+    },
+}
+# Skill id templates for any domain ({id}: the skill's own id).
+GENERIC_SKILL_IDS: dict[Pool, tuple[str, ...]] = {
+    "train": ("{id}_skill", "{id}_module", "handle_{id}", "{id}_help", "{id}_guide"),
+    "heldout": ("{id}_playbook", "{id}_casebook"),
+}
+# Distractor skills and decoy tools for any domain, from the harness's own nouns ({noun}): plausible next to its
+# real skills and tools, never what a task needs (no tool mentions in a distractor; a decoy's fixture finds
+# nothing).
+DOMAIN_DISTRACTORS: dict[Pool, tuple[tuple[str, str, str, str], ...]] = {
+    "train": (
+        ("{noun}_glossary", "reply", "Explain the words used on {noun} pages.",
+         "1. Define the term in one plain sentence.\n2. Nothing needs looking up for this."),
+        ("{noun}_feedback", "reply", "Collect feedback about the {noun} experience.",
+         "1. Ask one short question at a time.\n2. Thank the person and change nothing."),
+        ("{noun}_announcements", "strategy", "Mention news about {noun}s once per conversation.",
+         "1. Mention news only when the conversation is over.\n2. Never mention news twice."),
+        ("{noun}_survey", "reply", "Invite people to the yearly {noun} survey.",
+         "1. The survey link is sent by e-mail.\n2. Taking part is optional."),
+    ),
+    "heldout": (
+        ("{noun}_casebook", "reply", "Past {noun} cases kept for reference.",
+         "1. Past cases may be out of date.\n2. The current policy wins."),
+        ("{noun}_etiquette_casebook", "strategy", "Tone guidance for {noun} conversations.",
+         "1. Stay calm and brief.\n2. Never argue."),
+    ),
+}
+DOMAIN_DECOYS: dict[Pool, tuple[tuple[str, str, dict], ...]] = {  # (name, description, properties)
+    "train": (
+        ("get_{noun}_history", "History of changes to one {noun}.",
+         {"{noun}_ref": {"type": "string", "description": "Which {noun}."}}),
+        ("list_{noun}_notes", "Internal notes attached to one {noun}.",
+         {"{noun}_ref": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 20}}),
+        ("count_{noun}_entries", "How many {noun} entries match a filter.", {"filter": {"type": "string"}}),
+        ("show_{noun}_settings", "Display settings of {noun} pages.", {}),
+    ),
+    "heldout": (
+        ("peek_{noun}_audit_trail", "Audit trail of one {noun}.", {"{noun}_handle": {"type": "string"}}),
+        ("pull_{noun}_metrics", "Weekly metrics about {noun}s.", {}),
+    ),
+}
+# Where a decoy is bound: a fixture with no cases that answers nothing found (harmless if called).
+DECOY_FIXTURE: dict = {"kind": "fixture", "cases": [], "default": {"found": False, "items": []}}
+
+
+def _verb_alternation(pool: Pool) -> str:
+    verbs = set(READ_VERBS[pool]) | {v for vs in ACTION_VERBS[pool].values() for v in vs}
+    return "|".join(sorted((re.escape(v.rstrip("_")) for v in verbs), key=len, reverse=True))
+
+
+# Generated held-out names, as they show in text: a held-out verb first, or a held-out word last.
+_ID_HEAD, _ID_TAIL = r"(?<![\w\-])", r"(?![\w\-])"
+HELDOUT_NAME_PATTERNS: tuple[str, ...] = (
+    _ID_HEAD + rf"(?:{_verb_alternation('heldout')})(?:_[A-Za-z0-9]+)+" + _ID_TAIL,
+    _ID_HEAD + rf"(?:{_verb_alternation('heldout')})[A-Z][A-Za-z0-9]*" + _ID_TAIL,
+    _ID_HEAD + r"[A-Za-z][A-Za-z0-9_]*_(?:"
+    + "|".join(sorted({re.escape(w) for ws in PARAM_WORD_SYNONYMS["heldout"].values() for w in ws}
+                      | {re.escape(n) for n in GENERIC_NOUNS["heldout"]} | {"casebook", "playbook"}))
+    + r")" + _ID_TAIL,
+)
+
+
 # --- numeric settings ---------------------------------------------------------------------------------------
 
 # reply_max_chars values reserved for evaluation: training draws skip them.
@@ -278,12 +391,16 @@ HELDOUT_REPLY_MAX_CHARS: frozenset[int] = frozenset({137, 173, 229})
 @dataclass(frozen=True)
 class HeldOutRegistry:
     """What Harness-Variant evaluation holds out: names (tool, parameter, skill ids, wrap keys), phrasings
-    (titles, descriptions, hook frames, synonyms), patterns (opaque codes) and numeric settings."""
+    (titles, descriptions, hook frames), patterns (opaque codes, generated names of any domain) and numeric
+    settings. ``words`` are the held-out word synonyms ("obtain", "patron"): ordinary English that any harness,
+    policy or comment may use for its own reasons, so they are no leak signal (the pools are disjoint, so a
+    training draw never picks one) and no leak check looks for them."""
 
     names: frozenset[str]
     phrasings: frozenset[str]
     patterns: tuple[re.Pattern[str], ...]
     reply_max_chars: frozenset[int]
+    words: frozenset[str] = frozenset()
 
 
 def _frame_text(frame: str) -> str:
@@ -311,15 +428,21 @@ def heldout_registry() -> HeldOutRegistry:
     phrasings.update(_frame_text(f) for f in DESCRIPTION_FRAMES["heldout"] + HOOK_MESSAGE_FRAMES["heldout"])
     phrasings.update(s[2] for s in DISTRACTOR_SKILLS["heldout"])
     phrasings.update(d for _, d, _ in DECOY_TOOLS["heldout"])
-    for values in WORD_SYNONYMS["heldout"].values():
-        phrasings.update(values)
+    words = {w for values in WORD_SYNONYMS["heldout"].values() for w in values}
     generic = ("competence_", "_playbook")
     patterns = (
         re.compile(r"(?<![\w-])K-[0-9]{4}(?![\w-])"),  # held-out opaque skill codes
         *(re.compile(re.escape(g)) for g in generic),
+        *(re.compile(p) for p in HELDOUT_NAME_PATTERNS),  # generated names of any domain
     )
-    return HeldOutRegistry(frozenset(names), frozenset(p for p in phrasings if p), patterns,
-                           HELDOUT_REPLY_MAX_CHARS)
+    return HeldOutRegistry(frozenset(names), frozenset(p for p in phrasings if p and p not in words), patterns,
+                           HELDOUT_REPLY_MAX_CHARS, frozenset(words))
+
+
+def is_heldout_name(name: str) -> bool:
+    """Is ``name`` a held-out name: listed, or shaped like a generated held-out one (a training draw skips it)."""
+    reg = heldout_registry()
+    return name in reg.names or any(p.search(name) for p in reg.patterns)
 
 
 def _check_disjoint() -> None:

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from harness_editor.schemas import Manifest, Tool, argument_path_get, argument_path_set
-from streams.bindings import BINDINGS, BindingParam
+from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingParam, binding_kind, binding_label
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -142,15 +142,31 @@ IDENTITY = RenameMap()
 
 
 def leaves(args: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted path, value) of every non-object value, in key order."""
+    """(dotted path, value) of every non-object value and every empty object, in key order."""
     out: list[tuple[str, Any]] = []
     for key, value in args.items():
         path = f"{prefix}.{key}" if prefix else key
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and value:
             out.extend(leaves(value, path))
         else:
-            out.append((path, value))
+            out.append((path, dict(value) if isinstance(value, Mapping) else value))
     return out
+
+
+def moved_path(moves: Mapping[str, str], path: str) -> str:
+    """Where ``path`` goes: its own move, else the move of its longest moved ancestor. A map's paths are the
+    schema's leaf properties; an untyped object parameter (``{"type": "object"}`` without properties) is one such
+    leaf, and the keys a call puts inside it travel with it (``filters.status`` -> ``args.filters.status``)."""
+    hit = moves.get(path)
+    if hit is not None:
+        return hit
+    head = path
+    while "." in head:
+        head, _, _ = head.rpartition(".")
+        hit = moves.get(head)
+        if hit is not None:
+            return hit + path[len(head):]
+    return path
 
 
 def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,7 +179,7 @@ def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[
     for path, value in leaves(args):
         if path in conv:
             value = _convert(value, conv[path])
-        argument_path_set(out, moves.get(path, path), value)
+        argument_path_set(out, moved_path(moves, path), value)
     return out
 
 
@@ -180,8 +196,12 @@ def _coerce(param: BindingParam, value: Any) -> Any:
 
 def implementation_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The binding's keyword arguments for a call, read through ``argument_map`` (as
-    ``reference_policy.call_tool`` does) and coerced as the binding coerces them."""
-    params = BINDINGS[tool.binding].params
+    ``reference_policy.call_tool`` does) and coerced as the binding coerces them. An open binding (fixture, http,
+    mcp) or none takes the call's arguments as they are (its ``argument_map`` is empty)."""
+    signature = BUILTIN_BINDINGS.get(tool.binding) if isinstance(tool.binding, str) else None
+    if signature is None:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in arguments.items()}
+    params = signature.params
     out: dict[str, Any] = {}
     for impl_name, path in tool.argument_map.items():
         found, value = argument_path_get(arguments, path)
@@ -190,6 +210,40 @@ def implementation_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[s
     return out
 
 
+def binding_key(tool: Tool) -> str:
+    """A hashable name of what carries out the tool's calls, for comparing calls within one harness: the built-in id,
+    ``http:<endpoint>``, ``mcp:<server>/<tool>``, ``fixture:<digest of its table>`` or ``unbound:<tool name>``."""
+    b = tool.binding
+    kind = binding_kind(b)
+    if kind == "builtin":
+        return b  # type: ignore[return-value]
+    if kind == "unbound":
+        return f"unbound:{tool.name}"
+    if kind == "mcp":
+        return f"mcp:{b.server}/{b.tool or tool.name}"  # type: ignore[union-attr]
+    import hashlib
+
+    digest = hashlib.sha256(b.model_dump_json().encode()).hexdigest()[:12]  # type: ignore[union-attr]
+    return f"{binding_label(b)}:{digest}"
+
+
 def binding_of(manifest: Manifest, tool_name: str) -> str | None:
     t = manifest.tool(tool_name)
-    return t.binding if t is not None else None
+    return binding_key(t) if t is not None else None
+
+
+def undeclared_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Argument paths a tool's JSON Schema does not declare (where an object node lists its properties), whatever
+    its ``additionalProperties``: a relabelled call must put every argument where the augmented schema has it."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping) or not props:
+        return []  # an untyped object: anything goes inside it
+    out: list[str] = []
+    for key, value in arguments.items():
+        path = f"{prefix}.{key}" if prefix else key
+        node = props.get(key)
+        if not isinstance(node, Mapping):
+            out.append(path)
+        elif isinstance(value, Mapping):
+            out.extend(undeclared_arguments(node, value, path))
+    return out
