@@ -13,6 +13,7 @@ from console import signin
 from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
+from harness_editor import import_apis as harness_import_apis
 from streams import deployment_api_urls, live_api_urls, serving_api_urls
 from training_jobs import apis as training_apis
 from training_jobs import eval_apis, eval_run_apis
@@ -64,6 +65,7 @@ urlpatterns = [
     path(V + "reject", harness_apis.VersionRejectApi.as_view(), name="api-version-reject"),
     path(V + "render", harness_apis.VersionRenderApi.as_view(), name="api-version-render"),
     path(H + "diff/", harness_apis.HarnessDiffApi.as_view(), name="api-harness-diff"),
+    path(H + "import-tools", harness_import_apis.HarnessImportToolsApi.as_view(), name="api-harness-import-tools"),
     path(H + "labels/", harness_apis.LabelListApi.as_view(), name="api-label-list"),
     path(L, harness_apis.LabelDetailApi.as_view(), name="api-label-detail"),
     path(L + "rollback", harness_apis.LabelRollbackApi.as_view(), name="api-label-rollback"),
@@ -123,6 +125,12 @@ urlpatterns += [
     path(ER + "labels/sample/", label_apis.LabelSampleApi.as_view(), name="api-eval-run-label-sample"),
     path(ER + "agreement/", label_apis.RunAgreementApi.as_view(), name="api-eval-run-agreement"),
     path(ES + "agreement/", label_apis.SetAgreementApi.as_view(), name="api-eval-set-agreement"),
+]
+from streams import mcp_import_apis  # noqa: E402
+
+urlpatterns += [
+    path("mcp-servers/", mcp_import_apis.McpServerListApi.as_view(), name="api-mcp-server-list"),
+    path(V + "mcp-import", mcp_import_apis.McpImportApi.as_view(), name="api-version-mcp-import"),
 ]
 # live sessions, deployments and serving: their own route modules
 urlpatterns += [*live_api_urls.urlpatterns, *deployment_api_urls.urlpatterns, *serving_api_urls.urlpatterns]

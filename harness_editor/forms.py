@@ -41,6 +41,7 @@ from harness_editor.schemas import (
     manifest_to_yaml,
 )
 from harness_editor.schemas.bindings import BUILTIN_BINDINGS as BINDINGS
+from harness_editor.schemas.bindings import FixtureBinding, HttpBinding, McpBinding
 
 # --- registry forms ----------------------------------------------------------------------------------
 
@@ -245,6 +246,81 @@ def _load_sub(text: str, path: str, loader) -> tuple[Any, list[FieldError]]:
         return None, out
 
 
+# --- editor: a tool's binding ------------------------------------------------------------------------
+
+# The binding select holds the built-in ids and these (a built-in id never starts with "@"); an open kind's other
+# fields are a YAML mapping in the row's ``binding_spec`` box.
+OPEN_KINDS: dict[str, type] = {"http": HttpBinding, "fixture": FixtureBinding, "mcp": McpBinding}
+UNBOUND = "@unbound"
+BINDING_CHOICE_LABELS = {"@http": "HTTP", "@fixture": "Fixture", "@mcp": "MCP", UNBOUND: "None (unbound)"}
+UNBOUND_WARNING = "unbound — a call gets the fault 'unbound'"
+# The tools tab's import panel (harness_editor.import_views).
+IMPORT_SOURCES = {"auto": "Detect", "openai": "OpenAI tools / functions", "anthropic": "Anthropic tools",
+                  "mcp": "MCP tools/list", "functions": "Plain functions (Python types, signatures)"}
+IMPORT_ON_CONFLICT = {"rename": "rename the imported tool (a suffix: _2)", "replace": "replace the draft's tool",
+                      "skip": "skip the imported tool", "error": "refuse the import"}
+
+
+def binding_state(binding: Any) -> dict[str, str]:
+    """A tool's binding as the row's select value and YAML box: an open kind shows only the fields it sets
+    away from their defaults (saving puts the defaults back: the content hash does not change)."""
+    if binding is None:
+        return {"binding": UNBOUND, "binding_spec": ""}
+    if isinstance(binding, dict):
+        kind = binding.get("kind")
+        model = OPEN_KINDS.get(kind)
+        spec = {k: v for k, v in binding.items() if k != "kind"}
+        if model is not None:
+            fields = model.model_fields
+            spec = {k: v for k, v in spec.items()
+                    if k not in fields or fields[k].is_required()
+                    or fields[k].get_default(call_default_factory=True) != v
+                    or type(fields[k].get_default(call_default_factory=True)) is not type(v)}
+        return {"binding": f"@{kind}", "binding_spec": _yaml_block(spec)}
+    return {"binding": binding, "binding_spec": ""}
+
+
+def binding_from_state(choice: str, spec_text: str, path: str) -> tuple[Any, list[FieldError]]:
+    """The binding a row's select and YAML box stand for (unchecked: the manifest's validation says what is
+    wrong, at ``tools[i].binding...``), and the errors of reading the box."""
+    if choice == UNBOUND:
+        if spec_text.strip():
+            return None, [FieldError(path=path, message="an unbound tool has no binding fields: clear the box or "
+                                     "choose a kind")]
+        return None, []
+    if not choice.startswith("@"):
+        if spec_text.strip():
+            return choice, [FieldError(path=path, message=f"the built-in binding {choice!r} takes no fields here "
+                                       "(map its parameters in the argument map)")]
+        return choice, []
+    kind = choice[1:]
+    spec, errors = ({}, []) if not spec_text.strip() else _load_sub(spec_text, path, load_yaml)
+    if errors:
+        return {"kind": kind}, errors
+    if not isinstance(spec, dict):
+        return {"kind": kind}, [FieldError(path=path, message=f"the {kind} binding's fields are a YAML mapping, "
+                                           "e.g. 'endpoint: orders-api'")]
+    if "kind" in spec and spec["kind"] != kind:
+        return {"kind": kind}, [FieldError(path=f"{path}.kind", message=f"the kind is chosen in the select "
+                                           f"({kind}); remove 'kind: {spec['kind']}' from the box")]
+    return {"kind": kind, **{k: v for k, v in spec.items() if k != "kind"}}, []
+
+
+def binding_field_help() -> list[dict[str, Any]]:
+    """For the editor's reference box: each open kind, what it does and its fields with their defaults."""
+    rows = []
+    for kind, model in OPEN_KINDS.items():
+        params = []
+        for name, info in model.model_fields.items():
+            if name == "kind":
+                continue
+            ann = re.sub(r"Annotated\[(\w+), .*\]", r"\1", str(info.annotation).replace("typing.", ""))
+            params.append({"name": name, "type": ann, "required": info.is_required(),
+                           "default": None if info.is_required() else info.get_default(call_default_factory=True)})
+        rows.append({"kind": kind, "doc": (model.__doc__ or "").strip(), "params": params})
+    return rows
+
+
 # --- editor: state <-> manifest ----------------------------------------------------------------------
 
 
@@ -268,7 +344,7 @@ def state_from_manifest(component: str, data: dict) -> Any:
     if component == "tools":
         return [{"name": t["name"], "description": t["description"],
                  "parameters": json.dumps(t["parameters"], indent=2, ensure_ascii=False),
-                 "binding": t["binding"], "argument_map": _yaml_block(t.get("argument_map"))}
+                 **binding_state(t.get("binding")), "argument_map": _yaml_block(t.get("argument_map"))}
                 for t in data["tools"]]
     if component == "prompt":
         return {"layout": data["prompt"]["layout"],
@@ -301,6 +377,7 @@ def state_from_post(component: str, post: QueryDict) -> Any:
         return [{"name": _text(post, f"tools-{i}-name").strip(),
                  "description": _text(post, f"tools-{i}-description"),
                  "parameters": _text(post, f"tools-{i}-parameters"), "binding": post.get(f"tools-{i}-binding", ""),
+                 "binding_spec": _text(post, f"tools-{i}-binding_spec"),
                  "argument_map": _text(post, f"tools-{i}-argument_map")}
                 for i in _row_indices(post, "tools", "name")]
     if component == "prompt":
@@ -334,7 +411,7 @@ def _blank_row(component: str, hook_kind: str = "") -> dict:
     if component == "tools":
         return {"name": "", "description": "", "parameters": json.dumps(
             {"type": "object", "properties": {}, "additionalProperties": False}, indent=2),
-            "binding": next(iter(BINDINGS)), "argument_map": ""}
+            "binding": next(iter(BINDINGS)), "binding_spec": "", "argument_map": ""}
     if component == "prompt":
         return {"id": "", "role": "custom", "title": "", "content": "", "items": ""}
     if component == "hooks":
@@ -389,8 +466,10 @@ def manifest_data_from_state(component: str, state: Any, base: dict) -> tuple[An
             amap, errs = (({}, []) if not r["argument_map"].strip()
                           else _load_sub(r["argument_map"], f"tools[{i}].argument_map", load_yaml))
             errors += errs
+            binding, errs = binding_from_state(r["binding"], r.get("binding_spec", ""), f"tools[{i}].binding")
+            errors += errs
             tools.append({"name": r["name"], "description": r["description"],
-                          "parameters": params if params is not None else {}, "binding": r["binding"],
+                          "parameters": params if params is not None else {}, "binding": binding,
                           "argument_map": amap if amap is not None else {}})
         data["tools"] = tools
     elif component == "prompt":
@@ -503,9 +582,20 @@ def editor_view(component: str, state: Any, errors: list[FieldError], base: dict
                              "params": ", ".join(f"{p.name}: {p.json_type}{'' if p.required else ' (optional)'}"
                                                  for p in b.params.values()) or "none"}
                             for b in BINDINGS.values()]
+        view["open_kinds"] = [{"id": k, "label": v} for k, v in BINDING_CHOICE_LABELS.items()]
+        view["binding_help"] = binding_field_help()
         for r in view["rows"]:
-            b = BINDINGS.get(r["v"]["binding"])
+            choice = r["v"]["binding"]
+            b = BINDINGS.get(choice)
             r["binding_params"] = ", ".join(p.name for p in b.params.values()) if b else ""
+            r["open_kind"] = choice.startswith("@") and choice != UNBOUND
+            r["unbound"] = choice == UNBOUND
+            # An id that is not in the catalog (an old or mistyped one) stays selectable, so the page posts back
+            # what the manifest holds and validation names it.
+            r["unknown_binding"] = "" if b or choice.startswith("@") else choice
+        view["unbound_warning"] = UNBOUND_WARNING
+        view["import_sources"] = IMPORT_SOURCES
+        view["import_on_conflict"] = IMPORT_ON_CONFLICT
     elif component == "prompt":
         view["layouts"] = LAYOUTS
         view["roles"] = BLOCK_ROLES

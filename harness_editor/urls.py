@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from harness_editor import views
+from harness_editor import import_views, views
 
 app_name = "harness_editor"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path(V, views.version_detail, name="version"),
     path(V + "edit/", views.version_edit, name="edit"),
     path(V + "validate/", views.version_validate, name="validate"),
+    path(V + "import-tools/", import_views.version_import_tools, name="import_tools"),
     path(V + "submit/", views.version_submit, name="submit"),
     path(V + "discard/", views.version_discard, name="discard"),
     path(V + "approve/", views.version_approve, name="approve"),

@@ -377,6 +377,7 @@ def import_tools(payload: Any, *, source: Source = "auto",
     _verify(tools, [d for d, _ in drafts], rec)
     if rec.errors:
         raise ToolImportError(rec.errors)
+    rec.changes.sort(key=lambda c: (c.tool is not None, c.tool or 0))  # stable: per tool, in the order made
     found = sorted(set(families))
     return ImportResult(tools=tools, changes=rec.changes, source=found[0] if len(found) == 1 else "mixed",
                         origins=origins)
