@@ -11,12 +11,17 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from harness_editor.schemas.errors import FieldError, ManifestError, _path
+from harness_editor.schemas.errors import (
+    FieldError,
+    ManifestError,
+    _path,
+    in_document_order,
+)
 from harness_editor.schemas.locations import pydantic_errors
 from harness_editor.schemas.manifest import _SKIP_SEMANTICS, Manifest
-from harness_editor.schemas.semantics import validate_semantics
+from harness_editor.schemas.semantics import semantic_errors_of_data, validate_semantics
 
-MAX_MANIFEST_BYTES = 1_000_000  # YAML / JSON text accepted by manifest_from_yaml / manifest_from_json
+MAX_MANIFEST_BYTES = 1_000_000  # YAML / JSON text, and a manifest object as compact JSON
 MAX_YAML_NODES = 200_000  # guards against alias bombs ("billion laughs") before anything walks the data
 
 
@@ -53,38 +58,109 @@ def control_character_errors(data: Any) -> list[FieldError]:
     return errors
 
 
+# json.dumps writes every control character as an escape: \b, \f or \u00XX (tab, line feed and carriage return as
+# \t, \n, \r). A match may be a false alarm (an escaped backslash before "b"); the walk above then decides.
+_ESCAPED_CONTROL = re.compile(r"\\(?:[bf]|u00(?:0[0-8bcef]|1[0-9a-f]))")
+TOO_LARGE_MESSAGE = (f"manifest is larger than {MAX_MANIFEST_BYTES} bytes (the same limit for YAML, JSON text and "
+                     "a JSON object, measured as compact JSON)")
+
+
+def _too_large() -> ManifestError:
+    return ManifestError([FieldError(path="", message=TOO_LARGE_MESSAGE)])
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _text_too_large(text: str) -> bool:
+    if len(text) > MAX_MANIFEST_BYTES:
+        return True
+    # at most 4 bytes a character: short text needs no encoding to be known small enough
+    return len(text) * 4 > MAX_MANIFEST_BYTES and _utf8_size(text) > MAX_MANIFEST_BYTES
+
+
+def _compact_json_size(data: Any) -> int:
+    """The size in UTF-8 bytes of ``data`` as compact JSON, for data json.dumps refuses (keys that are dates,
+    nesting past its recursion limit): iterative, non-JSON values counted as their text."""
+    size = 0
+    stack: list[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            size += 2 + max(len(value) - 1, 0) + len(value)  # braces, commas, colons
+            for k, v in value.items():
+                size += _utf8_size(json.dumps(k if isinstance(k, str) else str(k), ensure_ascii=False))
+                stack.append(v)
+        elif isinstance(value, list):
+            size += 2 + max(len(value) - 1, 0)
+            stack.extend(value)
+        elif isinstance(value, str):
+            size += _utf8_size(json.dumps(value, ensure_ascii=False))
+        else:
+            size += len(json.dumps(value) if isinstance(value, (int, float, bool)) or value is None else str(value))
+        if size > MAX_MANIFEST_BYTES:
+            break
+    return size
+
+
+def _measure(data: Any) -> tuple[bool, bool]:
+    """(is ``data`` larger than the limit as compact JSON in UTF-8, may it hold a control character).
+
+    One C-speed dump answers both for ordinary data (cheaper than walking every string in Python)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError, RecursionError):
+        return _compact_json_size(data) > MAX_MANIFEST_BYTES, True
+    if _text_too_large(text):
+        return True, True
+    return False, _ESCAPED_CONTROL.search(text) is not None
+
+
+def check_manifest_size(data: Any) -> None:
+    """Refuse manifest data (a JSON object from an API, a form's data) larger than the text limit, with the same
+    message: a manifest sent as an object must not pass where the same manifest as YAML is refused."""
+    if _measure(data)[0]:
+        raise _too_large()
+
+
 def parse_manifest(data: Any) -> Manifest:
-    """Validate plain data (from YAML, JSON or a form) into a Manifest; raises ManifestError with all errors."""
+    """Validate plain data (from YAML, JSON or a form) into a Manifest; raises ManifestError with all errors.
+
+    One pass reports every error it can: the structural errors (pydantic), control characters, and the semantic
+    errors of every part that is valid on its own (a duplicate id beside a typo elsewhere), each once, in the
+    order their paths appear in the document. Data larger than :data:`MAX_MANIFEST_BYTES` as compact JSON is
+    refused outright, like text of that size."""
     if not isinstance(data, dict):
         got = "null" if data is None else type(data).__name__
         raise ManifestError(
             [FieldError(path="", message=f"a manifest must be a mapping (object) at the top level, got {got}")]
         )
-    control = control_character_errors(data)
-    if control:
-        raise ManifestError(control)
+    too_large, may_have_control = _measure(data)
+    if too_large:
+        raise _too_large()
+    control = control_character_errors(data) if may_have_control else []
     try:
         manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
     except ValidationError as exc:
-        raise ManifestError(pydantic_errors(exc)) from None
-    errors = validate_semantics(manifest)
+        errors = [*control, *pydantic_errors(exc), *semantic_errors_of_data(data)]
+        raise ManifestError(in_document_order(errors, data)) from None
+    errors = [*control, *validate_semantics(manifest)]
     if errors:
-        raise ManifestError(errors)
+        raise ManifestError(in_document_order(errors, data))
     return manifest
 
 
 def _check_size(text: str | bytes) -> str:
     if isinstance(text, bytes):
         if len(text) > MAX_MANIFEST_BYTES:
-            raise ManifestError(
-                [FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")]
-            )
+            raise _too_large()
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ManifestError([FieldError(path="", message=f"manifest text is not UTF-8: {exc}")]) from None
-    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
-        raise ManifestError([FieldError(path="", message=f"manifest text is larger than {MAX_MANIFEST_BYTES} bytes")])
+    if _text_too_large(text):
+        raise _too_large()
     return text
 
 

@@ -1,48 +1,143 @@
 """The semantic pass: what one field cannot see alone (unique ids, references between skills and tools, tool
-schemas against the meta-schema, tool bindings against their implementations)."""
+schemas against the meta-schema, tool bindings against their implementations).
+
+It reads a :class:`ManifestParts`: from a valid :class:`Manifest` everything (:func:`validate_semantics`); from data
+that failed the structural pass (:func:`semantic_errors_of_data`) the items that are valid on their own and the ids
+and names of every item, so one pass reports structural and semantic errors together (a duplicate is reported
+beside a typo in another tool, not after it is fixed)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from harness_editor.schemas.binding_checks import open_binding_errors
 from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingParam
 from harness_editor.schemas.errors import FieldError, _join, _path
-from harness_editor.schemas.manifest import LOAD_SKILL_TOOL, Manifest, Tool
+from harness_editor.schemas.manifest import (
+    LOAD_SKILL_TOOL,
+    Conventions,
+    Hook,
+    InteractionConstraints,
+    Manifest,
+    Skill,
+    Tool,
+)
 from harness_editor.schemas.tool_schema import (
     _json_value_errors,
     _param_type_errors,
-    _schema_errors,
+    _schema_valid,
     resolve_param_path,
+    tool_schema_problems,
 )
 
+EMPTY_PARAMETERS_MESSAGE = ('an empty schema says nothing about the arguments; a tool without parameters has '
+                            '{"type": "object", "properties": {}}')
 
-def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]:
+
+@dataclass
+class ManifestParts:
+    """What the semantic pass reads. Item lists hold (document index, item) for the items that are structurally
+    valid; the id lists hold (index, id) for every item whose id is a string; ``None``: that part is unreadable
+    (not a list, or structurally invalid), so the checks that need all of it are not judged."""
+
+    skills: list[tuple[int, Skill]]
+    tools: list[tuple[int, Tool]]
+    hooks: list[tuple[int, Any]]
+    constraints: InteractionConstraints | None
+    conventions: Conventions | None
+    skill_ids: list[tuple[int, str]]
+    skill_kinds: list[Any] | None
+    tool_names: list[tuple[int, str]] | None
+    allowed_tools: list[tuple[int, int, str]]
+    hook_ids: list[tuple[int, str]]
+    hook_kinds: list[tuple[int, Any]]
+    block_ids: list[tuple[int, str]]
+
+
+def _parts_of_manifest(m: Manifest) -> ManifestParts:
+    return ManifestParts(
+        skills=list(enumerate(m.skills)), tools=list(enumerate(m.tools)), hooks=list(enumerate(m.hooks)),
+        constraints=m.constraints, conventions=m.conventions,
+        skill_ids=[(i, s.id) for i, s in enumerate(m.skills)], skill_kinds=[s.kind for s in m.skills],
+        tool_names=[(i, t.name) for i, t in enumerate(m.tools)],
+        allowed_tools=[(i, j, name) for i, s in enumerate(m.skills) for j, name in enumerate(s.allowed_tools)],
+        hook_ids=[(i, h.id) for i, h in enumerate(m.hooks)], hook_kinds=[(i, h.kind) for i, h in enumerate(m.hooks)],
+        block_ids=[(i, b.id) for i, b in enumerate(m.prompt.blocks)],
+    )
+
+
+_HOOK_ADAPTER: TypeAdapter[Any] = TypeAdapter(Hook)
+
+
+def _valid_items(raw: Any, validate) -> list[tuple[int, Any]]:
+    out: list[tuple[int, Any]] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else ()):
+        try:
+            out.append((i, validate(item)))
+        except ValidationError:
+            continue
+    return out
+
+
+def _valid_or_none(raw: Any, validate) -> Any:
+    try:
+        return validate(raw)
+    except ValidationError:
+        return None
+
+
+def _ids(raw: Any, key: str) -> list[tuple[int, str]]:
+    return [(i, item[key]) for i, item in enumerate(raw if isinstance(raw, list) else ())
+            if isinstance(item, dict) and isinstance(item.get(key), str)]
+
+
+def _parts_of_data(data: dict[str, Any]) -> ManifestParts:
+    """The parts of manifest data that failed the structural pass (each item validated on its own)."""
+    skills, tools, hooks = data.get("skills"), data.get("tools", []), data.get("hooks", [])
+    prompt = data.get("prompt")
+    blocks = prompt.get("blocks") if isinstance(prompt, dict) else None
+    return ManifestParts(
+        skills=_valid_items(skills, Skill.model_validate), tools=_valid_items(tools, Tool.model_validate),
+        hooks=_valid_items(hooks, _HOOK_ADAPTER.validate_python),
+        constraints=_valid_or_none(data.get("constraints"), InteractionConstraints.model_validate),
+        conventions=_valid_or_none(data.get("conventions", {}), Conventions.model_validate),
+        skill_ids=_ids(skills, "id"),
+        skill_kinds=[s.get("kind") if isinstance(s, dict) else None for s in skills]
+        if isinstance(skills, list) else None,
+        tool_names=_ids(tools, "name") if isinstance(tools, list) else None,
+        allowed_tools=[(i, j, name) for i, s in enumerate(skills if isinstance(skills, list) else ())
+                       if isinstance(s, dict) and isinstance(s.get("allowed_tools"), list)
+                       for j, name in enumerate(s["allowed_tools"]) if isinstance(name, str)],
+        hook_ids=_ids(hooks, "id"),
+        hook_kinds=[(i, h.get("kind")) for i, h in enumerate(hooks if isinstance(hooks, list) else ())
+                    if isinstance(h, dict)],
+        block_ids=_ids(blocks, "id"),
+    )
+
+
+def _check_tool(t: Tool, i: int) -> list[FieldError]:
+    """One structurally valid tool: its parameters schema, and its binding against that schema."""
     errors: list[FieldError] = []
     at = f"tools[{i}]"
-    if t.name == LOAD_SKILL_TOOL:
-        errors.append(
-            FieldError(path=f"{at}.name", message=f"'{LOAD_SKILL_TOOL}' is reserved for the built-in skill loader")
-        )
-    elif t.name in tool_names:
-        errors.append(
-            FieldError(
-                path=f"{at}.name", message=f"duplicate tool name {t.name!r} (first at tools[{tool_names[t.name]}])"
-            )
-        )
-    else:
-        tool_names[t.name] = i
-
     schema_ok = True
     bad_values = list(_json_value_errors(t.parameters, ()))
     for parts, msg in bad_values:
         errors.append(FieldError(path=_path(parts, f"{at}.parameters"), message=msg))
     if bad_values:
         schema_ok = False
+    elif not t.parameters:
+        errors.append(FieldError(path=f"{at}.parameters", message=EMPTY_PARAMETERS_MESSAGE))
+        schema_ok = False
     else:
-        for parts, msg in _schema_errors(t.parameters):
+        problems = tool_schema_problems(t.parameters)
+        for parts, msg in problems:
             errors.append(FieldError(path=_path(parts, f"{at}.parameters"), message=msg))
-            schema_ok = False
+        # A typo'd keyword or an undeclared required name leaves a schema the binding checks can still read.
+        schema_ok = not problems or _schema_valid(t.parameters)
     if schema_ok and t.parameters.get("type") != "object":
         errors.append(
             FieldError(
@@ -106,10 +201,10 @@ def _check_tool(t: Tool, i: int, tool_names: dict[str, int]) -> list[FieldError]
     return errors
 
 
-def _duplicates(ids: Iterable[str], what: str, path_fmt: str) -> list[FieldError]:
+def _duplicates(ids: Iterable[tuple[int, str]], what: str, path_fmt: str) -> list[FieldError]:
     seen: dict[str, int] = {}
     errors: list[FieldError] = []
-    for i, value in enumerate(ids):
+    for i, value in ids:
         if value in seen:
             first = path_fmt.format(i=seen[value]).rsplit(".", 1)[0]
             errors.append(
@@ -120,22 +215,38 @@ def _duplicates(ids: Iterable[str], what: str, path_fmt: str) -> list[FieldError
     return errors
 
 
-def _conventions_errors(m: Manifest) -> list[FieldError]:
+def _tool_name_errors(names: Iterable[tuple[int, str]]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    first: dict[str, int] = {}
+    for i, name in names:
+        if name == LOAD_SKILL_TOOL:
+            errors.append(FieldError(path=f"tools[{i}].name",
+                                     message=f"'{LOAD_SKILL_TOOL}' is reserved for the built-in skill loader"))
+        elif name in first:
+            errors.append(FieldError(path=f"tools[{i}].name",
+                                     message=f"duplicate tool name {name!r} (first at tools[{first[name]}])"))
+        else:
+            first[name] = i
+    return errors
+
+
+def _conventions_errors(p: ManifestParts) -> list[FieldError]:
     """A harness that does not require a reply skill cannot have a hook that requires one."""
-    if m.conventions.require_reply_skill:
+    if p.conventions is None or p.conventions.require_reply_skill:
         return []
     return [
         FieldError(path=f"hooks[{i}].kind", message="a reply_skill_loaded hook needs "
                    "conventions.require_reply_skill: true (remove the hook or require a reply skill)")
-        for i, h in enumerate(m.hooks) if h.kind == "reply_skill_loaded" and h.enabled
+        for i, h in p.hooks if h.kind == "reply_skill_loaded" and h.enabled
     ]
 
 
-def validate_semantics(m: Manifest) -> list[FieldError]:
-    """Cross-field checks on a structurally valid manifest; returns every error found (empty = valid)."""
+def semantic_errors(p: ManifestParts) -> list[FieldError]:
+    """Every cross-field error of the parts (empty = valid), roughly in document order."""
     errors: list[FieldError] = []
-    errors += _duplicates((s.id for s in m.skills), "skill id", "skills[{i}].id")
-    if m.conventions.require_reply_skill and not any(s.kind == "reply" for s in m.skills):
+    errors += _duplicates(p.skill_ids, "skill id", "skills[{i}].id")
+    if p.conventions is not None and p.conventions.require_reply_skill and p.skill_kinds is not None \
+            and "reply" not in p.skill_kinds:
         errors.append(
             FieldError(
                 path="skills",
@@ -143,26 +254,27 @@ def validate_semantics(m: Manifest) -> list[FieldError]:
                 "skill must be loaded before every final reply)",
             )
         )
-    errors += _conventions_errors(m)
+    errors += _conventions_errors(p)
 
-    tool_names: dict[str, int] = {}
-    for i, t in enumerate(m.tools):
-        errors += _check_tool(t, i, tool_names)
+    if p.tool_names is not None:
+        errors += _tool_name_errors(p.tool_names)
+    for i, t in p.tools:
+        errors += _check_tool(t, i)
 
-    known_tools = {t.name for t in m.tools} | {LOAD_SKILL_TOOL}
-    for i, s in enumerate(m.skills):
-        for j, name in enumerate(s.allowed_tools):
+    if p.tool_names is not None:
+        known_tools = {name for _, name in p.tool_names} | {LOAD_SKILL_TOOL}
+        for i, j, name in p.allowed_tools:
             if name not in known_tools:
                 errors.append(
                     FieldError(
                         path=f"skills[{i}].allowed_tools[{j}]",
                         message=f"unknown tool {name!r}; tools in this manifest: "
-                        f"{', '.join(t.name for t in m.tools) or 'none'}",
+                        f"{', '.join(n for _, n in p.tool_names) or 'none'}",
                     )
                 )
 
-    errors += _duplicates((h.id for h in m.hooks), "hook id", "hooks[{i}].id")
-    retry_at = [i for i, h in enumerate(m.hooks) if h.kind == "retry_control"]
+    errors += _duplicates(p.hook_ids, "hook id", "hooks[{i}].id")
+    retry_at = [i for i, kind in p.hook_kinds if kind == "retry_control"]
     for i in retry_at[1:]:
         errors.append(
             FieldError(
@@ -171,10 +283,10 @@ def validate_semantics(m: Manifest) -> list[FieldError]:
             )
         )
 
-    errors += _duplicates((b.id for b in m.prompt.blocks), "block id", "prompt.blocks[{i}].id")
+    errors += _duplicates(p.block_ids, "block id", "prompt.blocks[{i}].id")
 
-    c = m.constraints
-    if c.reply_min_chars > c.reply_max_chars:
+    c = p.constraints
+    if c is not None and c.reply_min_chars > c.reply_max_chars:
         errors.append(
             FieldError(
                 path="constraints.reply_min_chars",
@@ -183,3 +295,13 @@ def validate_semantics(m: Manifest) -> list[FieldError]:
         )
     return errors
 
+
+def validate_semantics(m: Manifest) -> list[FieldError]:
+    """Cross-field checks on a structurally valid manifest; returns every error found (empty = valid)."""
+    return semantic_errors(_parts_of_manifest(m))
+
+
+def semantic_errors_of_data(data: dict[str, Any]) -> list[FieldError]:
+    """The semantic pass over manifest data that failed the structural pass: on the items valid on their own, and
+    the ids and names of every item."""
+    return semantic_errors(_parts_of_data(data))

@@ -3,6 +3,7 @@ types a schema node admits against what a binding parameter takes."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -13,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from harness_editor.schemas.bindings import BindingParam
-from harness_editor.schemas.errors import _join
+from harness_editor.schemas.errors import _join, document_key
 
 # --- semantic pass -----------------------------------------------------------------------------------
 
@@ -113,6 +114,112 @@ def _schema_errors(schema: dict[str, Any]) -> tuple[tuple[tuple[str | int, ...],
     if _schema_valid(schema):
         return ()
     return _schema_errors_cached(json.dumps(schema, ensure_ascii=False))  # errors name the real paths
+
+
+# --- beyond the meta-schema: what it lets through but a tool schema should not have ---------------------------
+
+# The 2020-12 vocabulary (core, applicator, unevaluated, validation, meta-data, format-annotation, content) and
+# the keywords its meta-schema keeps for older drafts. The meta-schema allows any other keyword, so a typo
+# ("requried") is silently an annotation and the constraint it meant is gone.
+SCHEMA_KEYWORDS: frozenset[str] = frozenset({
+    "$anchor", "$comment", "$defs", "$dynamicAnchor", "$dynamicRef", "$id", "$ref", "$schema", "$vocabulary",
+    "additionalProperties", "allOf", "anyOf", "contains", "dependentSchemas", "else", "if", "items", "not",
+    "oneOf", "patternProperties", "prefixItems", "properties", "propertyNames", "then",
+    "unevaluatedItems", "unevaluatedProperties",
+    "const", "dependentRequired", "enum", "exclusiveMaximum", "exclusiveMinimum", "maxContains", "maxItems",
+    "maxLength", "maxProperties", "maximum", "minContains", "minItems", "minLength", "minProperties", "minimum",
+    "multipleOf", "pattern", "required", "type", "uniqueItems",
+    "default", "deprecated", "description", "examples", "readOnly", "title", "writeOnly",
+    "format", "contentEncoding", "contentMediaType", "contentSchema",
+    "definitions", "dependencies", "$recursiveAnchor", "$recursiveRef",
+})
+ANNOTATION_PREFIX = "x-"  # keywords of one's own (OpenAPI's convention): allowed, never judged
+_DRAFT07_HINTS = {
+    "additionalItems": "'additionalItems' is Draft-07; in 2020-12 'items' (a schema or false) applies to the "
+                       "elements after 'prefixItems'",
+}
+LIST_ITEMS_MESSAGE = ("'items' as a list is Draft-07 tuple validation; in JSON Schema 2020-12 write "
+                      "'prefixItems: [...]' (one schema per position), and 'items: false' to allow no more")
+
+
+Problem = tuple[tuple[str | int, ...], str]  # (parts of the path inside the schema, message)
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _keyword_message(key: str) -> str:
+    if key in _DRAFT07_HINTS:
+        return _DRAFT07_HINTS[key]
+    return (f"unknown JSON Schema keyword {key!r}{_did_you_mean(key, SCHEMA_KEYWORDS)} (keywords of your own "
+            f"start with {ANNOTATION_PREFIX!r})")
+
+
+def _required_problems(node: dict[str, Any], parts: tuple[str | int, ...]) -> Iterable[Problem]:
+    """``required`` naming a property the node does not declare (the model is never told its type). Only where
+    the node declares its properties and nothing else can supply one (no patternProperties, no schema for
+    additionalProperties): ``anyOf: [{required: [a]}, {required: [b]}]`` under a parent's properties is fine."""
+    required, props = node.get("required"), node.get("properties")
+    if not isinstance(required, list) or "patternProperties" in node or \
+            isinstance(node.get("additionalProperties"), dict):
+        return
+    if not isinstance(props, dict):
+        if node.get("type") != "object" or props is not None:
+            return
+        props = {}
+    for k, name in enumerate(required):
+        if isinstance(name, str) and name not in props:
+            known = ", ".join(repr(p) for p in props) or "none"
+            yield ((*parts, "required", k), f"required property {name!r} is not in properties"
+                   f"{_did_you_mean(name, props)} (properties: {known})")
+
+
+
+def _schema_lint(node: Any, parts: tuple[str | int, ...], depth: int = 0) -> Iterable[Problem]:
+    """What the meta-schema allows but a tool schema should not have: unknown keywords (typos), ``required``
+    naming an undeclared property, and Draft-07 list-form ``items`` (one problem for the list, nothing inside)."""
+    if not isinstance(node, dict) or depth > _MAX_SCHEMA_DEPTH:
+        return
+    for key, value in node.items():
+        if key not in SCHEMA_KEYWORDS and not (isinstance(key, str) and key.startswith(ANNOTATION_PREFIX)):
+            yield (*parts, key), _keyword_message(key)
+    yield from _required_problems(node, parts)
+    for key, value in node.items():
+        if key == "items" and isinstance(value, list):
+            yield (*parts, key), LIST_ITEMS_MESSAGE
+        elif key in _SUBSCHEMA:
+            yield from _schema_lint(value, (*parts, key), depth + 1)
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from _schema_lint(sub, (*parts, key, name), depth + 1)
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from _schema_lint(sub, (*parts, key, i), depth + 1)
+        elif key == "dependencies" and isinstance(value, dict):  # Draft-07: a schema or a list of names
+            for name, sub in value.items():
+                yield from _schema_lint(sub, (*parts, key, name), depth + 1)
+
+
+def tool_schema_problems(schema: dict[str, Any]) -> list[Problem]:
+    """Every problem of a tool's parameters schema, each once, in document order: the meta-schema's errors
+    (deduplicated: its ``$dynamicRef`` reports one fault up to eight times) and :func:`_schema_lint`'s. A
+    list-form ``items`` is one problem, not the meta-schema's complaint per element."""
+    lint = list(_schema_lint(schema, ()))
+    list_items = {p for p, m in lint if m == LIST_ITEMS_MESSAGE}
+    out: list[Problem] = []
+    seen: set[Problem] = set()
+    for parts, message in (*_schema_errors(schema), *lint):
+        if any(parts[:len(li)] == li for li in list_items) and message != LIST_ITEMS_MESSAGE:
+            continue
+        if (parts, message) not in seen:
+            seen.add((parts, message))
+            out.append((parts, message))
+    if len(out) > 1:
+        out.sort(key=lambda problem: document_key(schema, problem[0]))
+    return out
+
 
 
 def _schema_types(node: dict[str, Any]) -> set[str] | None:
