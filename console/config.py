@@ -57,6 +57,15 @@ class ConsoleSettings(BaseSettings):
     # variables HAT_ENDPOINT_SECRET_<NAME> (console.secrets), referenced by name from endpoint records.
     outbound_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
                                       description="hosts (or host:port) model endpoints may be on, a JSON list")
+    # Tool bindings (streams.tool_bindings): what http and mcp bindings may call, each a mapping name -> entry (or a
+    # list of entries with a name) as inline JSON or the path of a YAML/JSON file. Secrets their headers name as
+    # {secret:NAME} are the variables HAT_TOOL_SECRETS_<NAME> (streams.tool_bindings.allow_lists.tool_secrets).
+    tool_endpoints: str = Field(default="", description="the HTTP endpoints http tool bindings may call: inline "
+                                "JSON or a YAML/JSON file path; each entry base_url, methods, headers, timeout_s, "
+                                "max_response_bytes, max_retries")
+    mcp_servers: str = Field(default="", description="the MCP servers mcp tool bindings may call: inline JSON or a "
+                             "YAML/JSON file path; each entry transport (stdio|http), command or url, headers, env, "
+                             "timeout_s")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
     heartbeat_every_s: float = Field(default=10.0, gt=0, le=60,
                                      description="how often a running job on a worker says it is alive")
@@ -81,6 +90,22 @@ class ConsoleSettings(BaseSettings):
     def _database_scheme(cls, v: str | None) -> str | None:
         if v and not v.startswith(("postgres://", "postgresql://", "sqlite://")):
             raise ValueError("DATABASE_URL must start with postgres://, postgresql:// or sqlite://")
+        return v
+
+    @field_validator("tool_endpoints")
+    @classmethod
+    def _tool_endpoints(cls, v: str) -> str:
+        from streams.tool_bindings.allow_lists import parse_tool_endpoints
+
+        parse_tool_endpoints(v)  # a bad allow-list stops the start with what to fix
+        return v
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_servers(cls, v: str) -> str:
+        from streams.tool_bindings.allow_lists import parse_mcp_servers
+
+        parse_mcp_servers(v)
         return v
 
     @field_validator("redis_url")

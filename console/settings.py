@@ -5,6 +5,7 @@ from __future__ import annotations
 import dj_database_url
 
 from console.config import BASE_DIR, load_settings, resolve_secret_key
+from streams.tool_bindings.allow_lists import parse_mcp_servers, parse_tool_endpoints
 
 ENV = load_settings()
 ENV.data_dir.mkdir(parents=True, exist_ok=True)
@@ -206,9 +207,20 @@ HAT_LOCAL_MODEL_URL = ENV.local_model_url
 HAT_LOCAL_MODEL_NAME = ENV.local_model_name
 # Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
 HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
+# What tool bindings may call (streams.tool_bindings; streams.services.tool_runtime builds the runtime from these):
+# HAT_TOOL_ENDPOINTS, HAT_MCP_SERVERS, parsed and checked at start-up. Secret values are read at call time from
+# the variables HAT_TOOL_SECRETS_<NAME>; HAT_TOOL_SECRETS (name -> value) may add some in a settings module.
+HAT_TOOL_ENDPOINTS = parse_tool_endpoints(ENV.tool_endpoints)
+HAT_MCP_SERVERS = parse_mcp_servers(ENV.mcp_servers)
+HAT_TOOL_SECRETS: dict[str, str] = {}
 # Where the registry's approval gate gets its evidence (harness_editor.gate): a function (HarnessVersion) ->
 # GateEvidence, named here so the registry imports nothing from training. '' = no gate.
 HAT_APPROVAL_EVIDENCE = "training_jobs.gate.approval_evidence"
+# The same for the runtime, which imports nothing from training (.importlinter): where serving and deployments read
+# the registered models (streams.model_artefacts; '' = none), and what saves a live session's turns as an eval set
+# (streams.services.session_eval_sets; '' = not offered).
+HAT_MODEL_ARTEFACTS = "training_jobs.model_artefacts.PROVIDER"
+HAT_SAVE_SESSION_AS_EVAL_SET = "training_jobs.session_eval_set_services.live_session_save_as_eval_set"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -527,8 +527,8 @@ def validate_semantics(s: Scenario) -> list[FieldError]:
         for j, case in enumerate(cases):
             for key in case.when:
                 if not key or not all(_ARGUMENT_PATH_PART.match(p) for p in key.split(".")):
-                    err(located_path(["fixtures", tool_name, j, "when", key]), f"{key!r} is not an argument path (names joined by dots, "
-                        "such as order.id)")
+                    err(located_path(["fixtures", tool_name, j, "when", key]),
+                        f"{key!r} is not an argument path (names joined by dots, such as order.id)")
     return errors
 
 

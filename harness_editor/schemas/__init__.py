@@ -22,6 +22,7 @@ Modules: :mod:`.errors` (located errors), :mod:`.fields` (constrained field type
 use.
 """
 
+from harness_editor.schemas.binding_checks import manifest_warnings
 from harness_editor.schemas.errors import FieldError, ManifestError
 from harness_editor.schemas.fields import (
     LANGUAGE_RE,
@@ -88,6 +89,6 @@ __all__ = [
     "ToolArgsHook", "ViewerInputHook", "_META_VALIDATOR", "_schema_errors", "_schema_errors_cached",
     "_schema_own_valid", "_schema_valid", "argument_path_get", "argument_path_set", "content_hash",
     "control_character_errors", "format_loc", "load_json", "load_yaml", "manifest_from_json", "manifest_from_yaml",
-    "manifest_to_json", "manifest_to_yaml", "parse_manifest", "pydantic_errors", "resolve_param_path",
-    "validate_semantics",
+    "manifest_to_json", "manifest_to_yaml", "manifest_warnings", "parse_manifest", "pydantic_errors",
+    "resolve_param_path", "validate_semantics",
 ]

@@ -35,7 +35,7 @@ from harness_editor.schemas.bindings import HttpBinding
 logger = logging.getLogger(__name__)
 
 TEMPLATE_RE = re.compile(r"\{([^{}]*)\}")
-SECRET_RE = re.compile(r"\{secret:([A-Za-z0-9_]+)\}")
+SECRET_RE = re.compile(r"\{secret:([A-Za-z0-9_.\-]+)\}")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 BODY_METHODS = ("POST", "PUT", "PATCH")
 _PART_RE = re.compile(r"^([^\[\]]*)((?:\[\d+\])*)$")
