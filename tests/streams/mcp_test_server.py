@@ -41,63 +41,61 @@ class Cancellation(BaseModel):
     reason: str
 
 
-server = MCPServer("orders-test", instructions="Order management for the MCP binding's tests.")
+def build_server() -> MCPServer:
+    """The server and its tools (built on demand: importing this module for its helpers starts nothing)."""
+    server = MCPServer("orders-test", instructions="Order management for the MCP binding's tests.",
+                       log_level="ERROR")
 
+    @server.tool(name="orders.lookup", description="Look up an order by its id: status, total and items.")
+    def orders_lookup(order_id: str) -> Order:
+        order = ORDERS.get(order_id)
+        if order is None:
+            raise ValueError(f"no order {order_id}")
+        return Order(**{k: order[k] for k in ("order_id", "status", "total", "items")})
 
-@server.tool(name="orders.lookup", description="Look up an order by its id: status, total and items.")
-def orders_lookup(order_id: str) -> Order:
-    order = ORDERS.get(order_id)
-    if order is None:
-        raise ValueError(f"no order {order_id}")
-    return Order(**{k: order[k] for k in ("order_id", "status", "total", "items")})
+    @server.tool(name="orders.cancel", description="Cancel an order that has not shipped yet.")
+    def orders_cancel(order_id: str, reason: str = "customer request") -> Cancellation:
+        order = ORDERS.get(order_id)
+        if order is None:
+            raise ValueError(f"no order {order_id}")
+        return Cancellation(order_id=order_id, cancelled=order["status"] != "shipped", reason=reason)
 
+    @server.tool(name="orders.refund_status", description="Refund status of an order, as JSON text.",
+                 structured_output=False)
+    def orders_refund_status(order_id: str) -> str:
+        return json.dumps({"order_id": order_id, "refund": "none requested"})
 
-@server.tool(name="orders.cancel", description="Cancel an order that has not shipped yet.")
-def orders_cancel(order_id: str, reason: str = "customer request") -> Cancellation:
-    order = ORDERS.get(order_id)
-    if order is None:
-        raise ValueError(f"no order {order_id}")
-    return Cancellation(order_id=order_id, cancelled=order["status"] != "shipped", reason=reason)
+    @server.tool(name="orders/track", description="Where an order is, in words.", structured_output=False)
+    def orders_track(order_id: str) -> str:
+        order = ORDERS.get(order_id, {})
+        return f"Order {order_id} is {order.get('status', 'unknown')}" + (
+            f" with {order['carrier']}" if order.get("carrier") else "")
 
+    @server.tool(name="orders.fail", description="Always fails: the order system is down.")
+    def orders_fail(order_id: str) -> str:
+        raise ToolError("order system is down")
 
-@server.tool(name="orders.refund_status", description="Refund status of an order, as JSON text.",
-             structured_output=False)
-def orders_refund_status(order_id: str) -> str:
-    return json.dumps({"order_id": order_id, "refund": "none requested"})
+    @server.tool(name="orders.slow", description="Answers after a number of seconds.")
+    async def orders_slow(seconds: float) -> dict[str, Any]:
+        import anyio
 
+        await anyio.sleep(seconds)
+        return {"slept": seconds}
 
-@server.tool(name="orders/track", description="Where an order is, in words.", structured_output=False)
-def orders_track(order_id: str) -> str:
-    order = ORDERS.get(order_id, {})
-    return f"Order {order_id} is {order.get('status', 'unknown')}" + (
-        f" with {order['carrier']}" if order.get("carrier") else "")
+    @server.tool(name="debug.echo", description="What the server received: the Authorization header, ORDERS_TOKEN.")
+    def debug_echo(ctx: Context) -> dict[str, Any]:
+        headers = ctx.headers or {}
+        return {"authorization": headers.get("authorization", ""), "env_token": os.environ.get("ORDERS_TOKEN", ""),
+                "pid": os.getpid()}
 
-
-@server.tool(name="orders.fail", description="Always fails: the order system is down.")
-def orders_fail(order_id: str) -> str:
-    raise ToolError("order system is down")
-
-
-@server.tool(name="orders.slow", description="Answers after a number of seconds.")
-async def orders_slow(seconds: float) -> dict[str, Any]:
-    import anyio
-
-    await anyio.sleep(seconds)
-    return {"slept": seconds}
-
-
-@server.tool(name="debug.echo", description="What the server received: the Authorization header, ORDERS_TOKEN.")
-def debug_echo(ctx: Context) -> dict[str, Any]:
-    headers = ctx.headers or {}
-    return {"authorization": headers.get("authorization", ""), "env_token": os.environ.get("ORDERS_TOKEN", ""),
-            "pid": os.getpid()}
+    return server
 
 
 def _http_app(token: str):
     """The streamable HTTP app; with a token, every request needs ``Authorization: Bearer <token>`` (else 401)."""
     from starlette.responses import JSONResponse
 
-    app = server.streamable_http_app(json_response=False)
+    app = build_server().streamable_http_app(json_response=False)
     if not token:
         return app
 
@@ -195,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     time.sleep(args.startup_delay)
     if args.transport == "stdio":
-        server.run("stdio")
+        build_server().run("stdio")
         return
     import uvicorn
 
