@@ -266,6 +266,9 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
     from training_jobs import eval_judges
 
     judges = eval_judges.open_judges(run) if base is not None and run.judges else []
+    from streams.services.tool_runtime import tool_runtime_for
+
+    tools = tool_runtime_for()  # what the version's tool bindings may reach on this worker: as a preview turn
     try:
         for position, case in cases:
             for sample in range(run.k):
@@ -281,7 +284,7 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
                     else:
                         outcome = runner.run_case(case, sample, manifest=case_manifest(case, base), backend=backend,
                                                   judge=judge, sampling=run.sampling, seed=seed,
-                                                  deadline_s=run.deadline_s)
+                                                  deadline_s=run.deadline_s, tools=tools)
                 except Exception as exc:  # this case cannot run (bad variant, engine bug): judged 0, the run goes on
                     logger.warning("eval run %s: case %s sample %s failed", run.pk, case.id, sample, exc_info=True)
                     outcome = runner.SampleOutcome(case_id=case.id, sample=sample, reply="", reason="internal_error",

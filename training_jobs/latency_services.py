@@ -176,6 +176,7 @@ def _ordered(replay: LatencyReplay, levels: dict[int, dict[str, Any]]) -> list[d
 def _replay(replay: LatencyReplay, reporter: JobReporter, *, backend_factory: Callable[[], Any] | None,
             on_progress: Callable[[int, int, int], None] | None) -> dict[str, Any]:
     from streams.engine.client import OpenAIChatClient
+    from streams.services.tool_runtime import tool_runtime_for
     from training_jobs.evals.replay import (
         level_summary,
         replay_summary,
@@ -221,7 +222,7 @@ def _replay(replay: LatencyReplay, reporter: JobReporter, *, backend_factory: Ca
 
         level = run_level(turns, concurrency=concurrency, make_backend=backend_factory, sampling=replay.sampling,
                           seed=replay.seed, deadline_s=replay.deadline_s, should_stop=reporter.cancel_requested,
-                          on_progress=progress)
+                          on_progress=progress, tools=tool_runtime_for())
         levels[concurrency] = level_summary(level)
         LatencyReplay.objects.filter(pk=replay.pk).update(summary=summary())
         if level.stopped:

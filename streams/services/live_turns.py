@@ -38,6 +38,7 @@ from streams.live import handling as rules
 from streams.live.schemas import handling_from
 from streams.models import LiveComment, LiveEvent, LiveSession
 from streams.services.live_events import live_event_append
+from streams.services.tool_runtime import tool_runtime_for
 from streams.services.turns import TurnRecorder, room_changes, room_changes_apply, turn_run_recorded
 
 logger = logging.getLogger(__name__)
@@ -307,7 +308,8 @@ def live_turn_run(*, session_id, runner: str, turn_id: str, backends: Backends):
     turn_comments = [{"viewer": c.viewer, "viewer_id": c.viewer_id, "text": c.text} for c in comments]
     try:
         result = turn_run_recorded(append=append, turn_id=turn_id, manifest=version.manifest, room=work,
-                                   comments=turn_comments, history=history, backend=backend, recorder=recorder)
+                                   comments=turn_comments, history=history, backend=backend, recorder=recorder,
+                                   tools=tool_runtime_for())
     except Exception as exc:
         with transaction.atomic():
             closed = _comments_close(session.pk, [c.pk for c in comments], LiveComment.Status.EXPIRED,

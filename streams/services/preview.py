@@ -29,6 +29,7 @@ from streams.engine.outbound import OutboundRefused
 from streams.events import TRACE, publish_on_commit
 from streams.models import LiveRoom, ModelEndpoint, PreviewEvent, PreviewRoom, Scenario
 from streams.services.catalog import DEMO_ROOM_PATH, DEMO_ROOM_SLUG, _check_endpoint, model_endpoint_ensure_default
+from streams.services.tool_runtime import tool_runtime_for
 from streams.services.turns import room_changes, room_changes_apply, turn_failed_payload, turn_run_recorded
 
 logger = logging.getLogger(__name__)
@@ -442,7 +443,8 @@ def preview_turn_run(*, room_id, turn_id: str, comments: list[dict[str, Any]] | 
     try:
         result = turn_run_recorded(
             append=lambda **kw: preview_event_append(room_id=room.pk, turn_id=turn_id, **kw), turn_id=turn_id,
-            manifest=version.manifest, room=work, comments=comments, history=history, backend=client, faults=faults)
+            manifest=version.manifest, room=work, comments=comments, history=history, backend=client, faults=faults,
+            tools=tool_runtime_for(room.scenario if room.scenario_id is not None else None))
     finally:
         client.close()
     changes = room_changes(before, work)

@@ -191,6 +191,7 @@ def _play_turn(replay: SessionReplay, turn: dict[str, Any], backend: Any, manife
     """Run the turn again; returns (the new side, its events without tokens, an engine failure or "")."""
     from streams.engine.turn import run_turn
     from streams.replay_compare import turn_side
+    from streams.services.tool_runtime import tool_runtime_for
 
     events: list[dict[str, Any]] = []
     room = copy.deepcopy(turn["replay_room"])
@@ -200,6 +201,7 @@ def _play_turn(replay: SessionReplay, turn: dict[str, Any], backend: Any, manife
         result = run_turn(manifest=manifest, room=room, comments=turn["replay_comments"],
                           history=turn["replay_history"], backend=backend, sampling=sampling,
                           deadline_s=replay.deadline_s, turn_id=f"replay-{turn['turn_id']}"[:64],
+                          tools=tool_runtime_for(),
                           emit=lambda e: events.append(e.model_dump(mode="json")) if e.type != "token" else None)
     except Exception as exc:  # the engine reports model errors itself; this is a bug or a bad manifest
         logger.warning("replaying turn %s of session replay %s failed", turn["turn_id"], replay.pk, exc_info=True)

@@ -56,15 +56,22 @@ def turn_failed_payload(exc: BaseException) -> dict[str, Any]:
 
 def turn_run_recorded(*, append: Append, turn_id: str, manifest, room: dict[str, Any],
                       comments: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]], backend,
-                      faults: Mapping[str, Any] | None = None, recorder: TurnRecorder | None = None):
+                      faults: Mapping[str, Any] | None = None, recorder: TurnRecorder | None = None,
+                      tools=None):
     """Run the turn (``room`` is the copy its tools mutate) and store every event it emits; returns the TurnResult.
+    ``tools``: what the tool bindings may reach (default: :func:`streams.services.tool_runtime.tool_runtime_for`).
     An exception ends the turn: what was emitted before it is stored, then ``turn_failed``, and it is raised."""
     from streams.engine.turn import run_turn
 
     recorder = recorder or TurnRecorder(append)
+    if tools is None:
+        from streams.services.tool_runtime import tool_runtime_for
+
+        tools = tool_runtime_for()
     try:
         return run_turn(manifest=manifest, room=room, comments=list(comments), history=list(history),
-                        backend=backend, emit=recorder.engine_event, faults=faults or {}, turn_id=turn_id)
+                        backend=backend, emit=recorder.engine_event, faults=faults or {}, turn_id=turn_id,
+                        tools=tools)
     except Exception as exc:
         try:
             recorder.close()  # what the engine emitted before the failure is stored before turn_failed

@@ -81,7 +81,8 @@ def turn_order(case_count: int, turns: int, seed: int) -> list[int]:
 
 
 def play_turn(case: Any, index: int, *, manifest: Any, backend: Any, sampling: Mapping[str, Any] | None = None,
-              seed: int | None = None, deadline_s: float | None = None, level_t0: float = 0.0) -> TurnTiming:
+              seed: int | None = None, deadline_s: float | None = None, level_t0: float = 0.0,
+              tools: Any = None) -> TurnTiming:
     """Play one case once through the turn engine and time it. Never raises: an exception is a timing with
     ``error`` (counted apart, left out of the percentiles)."""
     from streams.engine.faults import ToolFault
@@ -97,7 +98,7 @@ def play_turn(case: Any, index: int, *, manifest: Any, backend: Any, sampling: M
                   for key, value in (getattr(case, "tool_faults", None) or {}).items()}
         result = run_turn(manifest=manifest, room=copy.deepcopy(dict(case.room)),
                           comments=[dict(c) for c in case.comments], backend=metered, faults=faults,
-                          sampling=params, deadline_s=deadline_s)
+                          sampling=params, deadline_s=deadline_s, tools=tools)
     except Exception as exc:  # an engine bug or a bad case: this turn is an error, the replay goes on
         calls = metered.take()
         return TurnTiming(index=index, case_id=case.id, started_s=t0 - level_t0, turn_s=time.perf_counter() - t0,
@@ -123,7 +124,8 @@ class LevelRun:
 def run_level(turns: Sequence[tuple[Any, Any]], *, concurrency: int, make_backend: Callable[[], Any],
               sampling: Mapping[str, Any] | None = None, seed: int = 0, deadline_s: float | None = None,
               should_stop: Callable[[], bool] | None = None,
-              on_progress: Callable[[int, int], None] | None = None, poll_s: float = 0.1) -> LevelRun:
+              on_progress: Callable[[int, int], None] | None = None, poll_s: float = 0.1,
+              tools: Any = None) -> LevelRun:
     """Play ``turns`` (``(case, manifest)`` in order; turn ``i`` with seed ``seed + i``) with ``concurrency``
     threads, each with its own backend from ``make_backend`` (closed at the end when it has ``close``).
 
@@ -151,7 +153,7 @@ def run_level(turns: Sequence[tuple[Any, Any]], *, concurrency: int, make_backen
                     next_index[0] = i + 1
                 case, manifest = turns[i]
                 timing = play_turn(case, i, manifest=manifest, backend=backend, sampling=sampling, seed=seed + i,
-                                   deadline_s=deadline_s, level_t0=t0)
+                                   deadline_s=deadline_s, level_t0=t0, tools=tools)
                 with lock:
                     timings.append(timing)
                 changed.set()

@@ -130,10 +130,13 @@ def _problem(p: Any) -> dict[str, Any]:
 
 def run_case(case: Any, sample: int, *, manifest: Any, backend: Any, judge: Judge,
              sampling: Mapping[str, Any] | None = None, seed: int | None = None,
-             deadline_s: float | None = None, emit: Callable[[Any], None] | None = None) -> SampleOutcome:
+             deadline_s: float | None = None, emit: Callable[[Any], None] | None = None,
+             tools: Any = None) -> SampleOutcome:
     """Play one sample of a harness case (T1–T3) through the turn engine and judge it. ``manifest`` is the
     harness state the case runs under (the version's, or its T2/T3 variant). ``case.room`` is copied: tools may
-    change the room, the case never does. ``seed`` (per sample) goes to the endpoint with the sampling."""
+    change the room, the case never does. ``seed`` (per sample) goes to the endpoint with the sampling. ``tools``:
+    what the tool bindings may reach (:class:`streams.tool_bindings.ToolRuntime`; default: built-in and fixture
+    bindings only)."""
     from streams.engine.faults import ToolFault
     from streams.engine.turn import run_turn
 
@@ -154,7 +157,7 @@ def run_case(case: Any, sample: int, *, manifest: Any, backend: Any, judge: Judg
         params["seed"] = seed
     t0 = time.perf_counter()
     result = run_turn(manifest=manifest, room=room, comments=[dict(c) for c in case.comments], backend=metered,
-                      emit=record, faults=faults, sampling=params, deadline_s=deadline_s)
+                      emit=record, faults=faults, sampling=params, deadline_s=deadline_s, tools=tools)
     turn_s = time.perf_counter() - t0
     calls = metered.take()
     verdict = judge(result=result, manifest=manifest, room=room_before, case=case)

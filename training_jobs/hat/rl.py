@@ -158,14 +158,14 @@ class Rollout:
     error: str = ""
 
 
-def rollout(task: RolloutTask, model: Any, tokenizer: Any, config: RLStageConfig) -> Rollout:
+def rollout(task: RolloutTask, model: Any, tokenizer: Any, config: RLStageConfig, tools: Any = None) -> Rollout:
     """One turn of the engine with the policy, scored. A rollout whose turn crashed or whose sequence could not
     be kept exact scores 0 on every reward and is not trained on (its mask is all zeros)."""
     backend = PolicyBackend(model, tokenizer, max_new_tokens=config.max_completion_length,
                             temperature=config.temperature)
     try:
         result = run_turn(manifest=task.manifest, room=copy.deepcopy(task.room), comments=task.comments,
-                          backend=backend, deadline_s=300)
+                          backend=backend, deadline_s=300, tools=tools)
     except Exception as exc:  # never lose the step for one rollout
         return Rollout(task, None, backend, dict.fromkeys(REWARD_NAMES, 0.0), f"{type(exc).__name__}: {exc}")
     if backend.broken:
@@ -190,8 +190,10 @@ def _reward_func(name: str):
 
 
 def run_rl(config: RLStageConfig, *, model_dir: str | Path, samples: Sequence[Sample], out_dir: str | Path,
-           reporter: StageReporter | None = None, resume: bool = True) -> StageResult:
-    """GRPO on rollouts in the simulator from ``samples`` (canonical samples: scenario or tiny gold turns)."""
+           reporter: StageReporter | None = None, resume: bool = True, tools: Any = None) -> StageResult:
+    """GRPO on rollouts in the simulator from ``samples`` (canonical samples: scenario or tiny gold turns).
+    ``tools``: what the tool bindings may reach (:class:`streams.tool_bindings.ToolRuntime`; default: built-in and
+    fixture bindings only, so a rollout never calls a live backend unless asked to)."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
@@ -214,7 +216,7 @@ def run_rl(config: RLStageConfig, *, model_dir: str | Path, samples: Sequence[Sa
         try:
             for prompt in prompts:  # GRPO's sampler already repeats each prompt num_generations times: one each
                 task = by_key[_key(prompt)]
-                r = rollout(task, policy, tokenizer, config)
+                r = rollout(task, policy, tokenizer, config, tools)
                 stats["rollouts"] += 1
                 stats["broken"] += bool(r.error)
                 stats["augmented"] += task.augmented
