@@ -83,6 +83,11 @@ _GREETING_RE = re.compile(
     r"\b(?:hi+|hello+|hey+|heya|hiya|greetings|good\s+(?:morning|afternoon|evening|night)|thanks?|thank\s+you|"
     r"love\s+(?:this|your|the|you|it)|great\s+show|first\s+time|just\s+joined|welcome|bye|watching)\b", re.I)
 
+# A question besides the greeting that no topic reads ("Hi, where is my order A1002?" to a support desk): the
+# comment asks something these rules cannot tell, so it is not judged, rather than judged as a greeting.
+_OTHER_QUESTION_RE = re.compile(r"\b(?:where|what|when|which|why|who|whose|can\s+you|could\s+you|"
+                                r"would\s+you|is\s+my|has\s+my|did\s+my|does\s+my)\b", re.I)
+
 # Which reply topics answer a comment topic.
 ANSWERED_BY: Mapping[str, frozenset[str]] = {
     "price": frozenset({"price", "deal", "unavailable"}),
@@ -112,7 +117,7 @@ def comment_topics(text: str, coupon_codes: frozenset[str] | set[str] = frozense
     first = infer_intent(text, "")
     if first is not None:
         topics.add(first)
-    if not topics and _GREETING_RE.search(text):
+    if not topics and _GREETING_RE.search(text) and not _OTHER_QUESTION_RE.search(_GREETING_RE.sub(" ", text)):
         topics.add("greeting")
     return topics
 
