@@ -23,7 +23,6 @@ from django.conf import settings
 
 from harness_editor import services as harness_services
 from harness_editor.render import render_prompt
-from harness_editor.schemas.bindings import binding_label
 from harness_editor.schemas import (
     LOAD_SKILL_TOOL,
     ManifestError,
@@ -32,6 +31,7 @@ from harness_editor.schemas import (
     manifest_to_json,
     parse_manifest,
 )
+from harness_editor.schemas.bindings import binding_label
 from streams import selectors, services
 from streams.models import PreviewEvent
 from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply
