@@ -117,8 +117,8 @@ def _kind_of(item: Any) -> str | None:
     params = next((item[k] for k in PARAM_KEYS if k in item), None)
     if isinstance(params, list) or (isinstance(params, dict) and not _is_json_schema(params)):
         return "plain"
-    if "name" in item:
-        return "openai_function"
+    if "name" in item or "description" in item or params is not None:
+        return "openai_function"  # a name missing is then reported where it belongs
     return None
 
 
@@ -403,7 +403,7 @@ def _finish(draft: dict[str, Any], index: int, used: set[str], rec: Recorder, bi
     if not isinstance(description, str) or not description.strip():
         if description is not None and not isinstance(description, str):
             rec.add(desc_at, "converted", f"the description {json.dumps(description)[:60]} is not text")
-        description = f"{raw} (imported without a description)"
+        description = f"{_CONTROL.sub('', raw).strip() or name} (imported without a description)"
         rec.add(desc_at, "defaulted", f"no description: {description!r}")
     else:
         description = _clean_text(description, desc_at, rec, "description")
