@@ -12,8 +12,8 @@ from console import roles
 from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView
 from console.errors import ValidationFailed
 from streams.live_models import ServerInstance
+from streams.model_artefacts import model_get
 from streams.services import adapters as adapter_services
-from training_jobs.models import TrainedModel
 
 TAG = "serving"
 
@@ -29,7 +29,7 @@ class LoadedAdapterSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="what requests put in 'model'")
     # null where the server loaded it at start (a profile's lora_adapters) rather than through the console
     path = serializers.CharField(allow_null=True, help_text="the adapter directory on the server's host")
-    model_id = serializers.UUIDField(allow_null=True, help_text="the adapter (a TrainedModel)")
+    model_id = serializers.UUIDField(allow_null=True, help_text="the adapter (a registered model)")
     loaded_at = serializers.CharField(allow_null=True)
 
     class Meta:
@@ -65,7 +65,7 @@ class ServerAdapterListApi(ApiView):
         instance = _instance(instance_id)
         data = AdapterLoadInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        adapter = TrainedModel.objects.filter(pk=data.validated_data["adapter"]).first()
+        adapter = model_get(data.validated_data["adapter"])
         if adapter is None:
             raise ValidationFailed("no such adapter", errors=[{"path": "adapter", "message":
                                                                f"no model {data.validated_data['adapter']}"}])

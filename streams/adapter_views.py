@@ -19,35 +19,31 @@ from console.errors import DomainError, ValidationFailed
 from console.models import AuditEvent
 from console.views import role_required
 from streams.live_models import ServerInstance
+from streams.model_artefacts import ModelArtefact, model_get, model_list, models_by_id
 from streams.services import adapters as adapter_services
-from training_jobs.models import TrainedModel
-from training_jobs.schemas import is_uuid
 
 RECENT_STEPS = 12
 
 
-def _instance_or_404(instance_id) -> ServerInstance:
-    instance = ServerInstance.objects.select_related("profile", "model", "endpoint").filter(pk=instance_id).first() \
-        if is_uuid(instance_id) else None
+def _instance_or_404(instance_id) -> ServerInstance:  # instance_id: a UUID (the URL's converter)
+    instance = ServerInstance.objects.select_related("profile", "model", "endpoint").filter(pk=instance_id).first()
     if instance is None:
         raise Http404("no such server")
     return instance
 
 
-def loadable_adapters(instance: ServerInstance) -> list[TrainedModel]:
+def loadable_adapters(instance: ServerInstance) -> list[ModelArtefact]:
     """Adapters of the model this server serves (what the load form offers)."""
     if instance.model_id:
-        qs = TrainedModel.objects.filter(is_adapter=True, parent_id=instance.model_id)
-    else:
-        qs = TrainedModel.objects.filter(is_adapter=True, parent__path=instance.model_path)
-    return list(qs.order_by("-created_at")[:100])
+        return list(model_list(adapters=True, base_id=instance.model_id, limit=100))
+    return list(model_list(adapters=True, base_path=instance.model_path, limit=100))
 
 
 def _page(request: HttpRequest, instance: ServerInstance, *, error: Exception | None = None,
           status: int = 200) -> HttpResponse:
     spec = instance.profile.spec or {}
     names = {str(a.get("model_id")) for a in instance.adapters or []}
-    models = {str(m.pk): m for m in TrainedModel.objects.filter(pk__in=[n for n in names if is_uuid(n)])}
+    models = models_by_id(names)
     loaded = [{**a, "model": models.get(str(a.get("model_id")))} for a in instance.adapters or []]
     steps = AuditEvent.objects.filter(scope=adapter_services.server_scope(instance),
                                       action__in=(adapter_services.LOAD_ACTION, adapter_services.UNLOAD_ACTION)
@@ -82,7 +78,7 @@ def _done(request: HttpRequest, instance: ServerInstance, notice: str) -> HttpRe
 def server_adapter_load(request: HttpRequest, instance_id) -> HttpResponse:
     instance = _instance_or_404(instance_id)
     adapter_id = request.POST.get("adapter", "")
-    adapter = TrainedModel.objects.filter(pk=adapter_id).first() if is_uuid(adapter_id) else None
+    adapter = model_get(adapter_id)
     try:
         if adapter is None:
             raise ValidationFailed("pick an adapter", errors=[{"path": "adapter", "message": f"no model "

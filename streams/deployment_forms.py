@@ -9,15 +9,15 @@ from __future__ import annotations
 from django import forms
 
 from harness_editor.models import Harness
+from streams.model_artefacts import model_list
 from streams.models import ModelEndpoint, ServeProfile
-from training_jobs.models import TrainedModel
 
 ENDPOINTS_HELP = "model endpoint names in failover order, comma-separated (the first is the primary)"
 
 
 def _models(*, adapters: bool) -> list[tuple[str, str]]:
-    qs = TrainedModel.objects.filter(is_adapter=adapters).order_by("name")
-    return [("", "(none)")] + [(str(m.pk), f"{m.name} ({m.get_kind_display()})") for m in qs[:500]]
+    models = model_list(adapters=adapters, order="name", limit=500)
+    return [("", "(none)")] + [(str(m.pk), f"{m.name} ({m.kind_label})") for m in models]
 
 
 class RevisionFields(forms.Form):

@@ -15,7 +15,6 @@ from console import roles
 from console.views import role_required
 from streams import metrics_selectors
 from streams.live_models import ServerInstance
-from training_jobs.schemas import is_uuid
 
 POLL_S = 3
 
@@ -32,8 +31,8 @@ def serving_metrics(request: HttpRequest) -> HttpResponse:
 @require_GET
 def server_metrics(request: HttpRequest, instance_id) -> HttpResponse:
     """One server's endpoint figures (a fragment: the server pages load it with htmx and it refreshes itself)."""
-    instance = ServerInstance.objects.select_related("endpoint").filter(pk=instance_id).first() \
-        if is_uuid(instance_id) else None
+    # instance_id is a UUID (the URL's converter)
+    instance = ServerInstance.objects.select_related("endpoint").filter(pk=instance_id).first()
     if instance is None:
         raise Http404("no such server")
     rows = [metrics_selectors.endpoint_metrics(instance.endpoint)] if instance.endpoint else []

@@ -8,9 +8,16 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from console import roles
-from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, Pagination, paginated_response
+from console.apis import (
+    ERRORS_READ,
+    ERRORS_WRITE,
+    ApiView,
+    Pagination,
+    paginated_response,
+)
 from console.errors import ValidationFailed
 from streams import serving_selectors as selectors
+from streams.model_artefacts import model_get
 from streams.models import ServerInstance
 from streams.services import serving
 
@@ -144,20 +151,17 @@ class ServerListLaunchApi(ApiView):
                                "201 with the record (starting); it becomes ready (endpoint registered) or failed.",
                    responses={201: ServerOutputSerializer, **ERRORS_WRITE})
     def post(self, request):
-        from training_jobs.models import TrainedModel
-
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         d = serializer.validated_data
         errors = []
-        profile = model = None
+        profile = None
         try:
             profile = selectors.serve_profile_get(d["profile"])
         except ServerInstance.profile.field.related_model.DoesNotExist:
             errors.append({"path": "profile", "message": f"no serve profile named {d['profile']!r}"})
-        try:
-            model = TrainedModel.objects.get(pk=d["model"])
-        except TrainedModel.DoesNotExist:
+        model = model_get(d["model"])
+        if model is None:
             errors.append({"path": "model", "message": f"no model with id {d['model']}"})
         if errors:
             raise ValidationFailed("the launch request is invalid", errors=errors)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from streams.model_artefacts import ModelArtefact, model_list
 from streams.models import ServeProfile, ServerInstance
 
 
@@ -29,11 +30,10 @@ def server_get(instance_id) -> ServerInstance:
     return server_list().get(pk=instance_id)
 
 
-def launchable_models():
-    """Full models (not adapters: those are loaded into a running server) whose directory a worker can serve."""
-    from training_jobs.models import TrainedModel
-
-    return TrainedModel.objects.filter(is_adapter=False).order_by("-created_at")
+def launchable_models(limit: int = 200) -> list[ModelArtefact]:
+    """Full models (not adapters: those are loaded into a running server) whose directory a worker can serve,
+    newest first."""
+    return list(model_list(adapters=False, limit=limit))
 
 
 def log_tail(instance: ServerInstance, max_bytes: int = 8000) -> str:

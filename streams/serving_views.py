@@ -15,6 +15,7 @@ from console import roles
 from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from streams import serving_selectors as selectors
+from streams.model_artefacts import model_get
 from streams.models import ServerInstance
 from streams.serve_profiles import ServeSpec
 from streams.services import serving
@@ -40,7 +41,7 @@ def _index(request: HttpRequest, *, error: DomainError | None = None, form: dict
     return render(request, "streams/serving/index.html", {
         "profiles": _profiles_with_lines(),
         "servers": list(selectors.server_list()[:100]),
-        "models": list(selectors.launchable_models()[:200]) if can_manage else [],
+        "models": selectors.launchable_models() if can_manage else [],
         "can_manage": can_manage, "error": error, "form": form or {"spec": SPEC_EXAMPLE},
         "live": ServerInstance.LIVE,
     }, status=status)
@@ -73,17 +74,14 @@ def profile_create(request: HttpRequest) -> HttpResponse:
 @role_required(roles.MANAGE_SERVING)
 @require_POST
 def server_launch(request: HttpRequest) -> HttpResponse:
-    from training_jobs.models import TrainedModel
-
     errors = []
-    profile = model = None
+    profile = None
     try:
         profile = selectors.serve_profile_get(request.POST.get("profile", ""))
     except Exception:  # noqa: BLE001 - missing or malformed: the same answer
         errors.append({"path": "profile", "message": "choose a serve profile"})
-    try:
-        model = TrainedModel.objects.get(pk=request.POST.get("model", ""))
-    except Exception:  # noqa: BLE001
+    model = model_get(request.POST.get("model", ""))
+    if model is None:
         errors.append({"path": "model", "message": "choose a model"})
     try:
         if errors:

@@ -27,6 +27,7 @@ from console import roles
 from console.errors import DomainError, InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from streams.live_models import ServerInstance
+from streams.model_artefacts import model_get
 from streams.vllm_admin import VllmAdminError, load_lora_adapter, unload_lora_adapter
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def _load_errors(instance: ServerInstance, adapter) -> list[dict[str, str]]:
     if not adapter.is_adapter:
         errors.append({"path": "adapter", "message": f"{adapter.name} is a full model, not a LoRA adapter"})
         return errors
-    base = adapter.parent
+    base = adapter.base
     serves_base = base is not None and (instance.model_id == base.pk if instance.model_id
                                         else instance.model_path == base.path)
     if not serves_base:
@@ -98,11 +99,15 @@ def _load_errors(instance: ServerInstance, adapter) -> list[dict[str, str]]:
 
 
 def adapter_load(*, user, instance: ServerInstance, adapter) -> str:
-    """Queue loading ``adapter`` (a TrainedModel marked as an adapter) into the running server ``instance``.
+    """Queue loading ``adapter`` (a registered LoRA adapter — :class:`~streams.model_artefacts.ModelArtefact`, its
+    id or row) into the running server ``instance``.
     Returns the name it will be served under. NotAllowed without MANAGE_SERVING, InvalidTransition (409) when the
     server is not ready, ValidationFailed (400, located) when the profile or the adapter does not fit; nothing is
     queued then."""
     _require(user, "load LoRA adapters")
+    given, adapter = adapter, model_get(adapter)
+    if adapter is None:
+        raise ValidationFailed("no such adapter", errors=[{"path": "adapter", "message": f"no model {given!s:.80}"}])
     instance = ServerInstance.objects.select_related("profile", "model", "endpoint").get(pk=instance.pk)
     if instance.status != ServerInstance.Status.READY:
         raise InvalidTransition(f"the server is {instance.status}, not ready: adapters load into a running server")
@@ -153,12 +158,12 @@ def _user(user_id):
 def adapter_load_run(*, instance_id, adapter_id, name: str, user_id=None) -> dict[str, Any]:
     """On the server's host (the task's service): load the adapter into vLLM, then record it on the instance.
     Never raises for a refusal: the outcome (loaded, or failed with vLLM's reason) is audited and returned."""
-    from training_jobs.models import TrainedModel
-
     user = _user(user_id)
     instance = ServerInstance.objects.select_related("endpoint").get(pk=instance_id)
-    adapter = TrainedModel.objects.get(pk=adapter_id)
+    adapter = model_get(adapter_id)
     scope, target = server_scope(instance), f"adapter:{name}"
+    if adapter is None:  # deleted from the registry since it was queued
+        return _failed(user, LOAD_ACTION, scope, target, name, f"no registered model {adapter_id}")
     if instance.status != ServerInstance.Status.READY:
         return _failed(user, LOAD_ACTION, scope, target, name, f"the server is {instance.status}, not ready")
     try:

@@ -21,7 +21,6 @@ Every change is one transaction with its row on the one audit timeline (scope ``
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -35,8 +34,8 @@ from console.models import AuditEvent
 from console.services import audit_record
 from harness_editor.models import Harness, HarnessVersion, Label
 from streams.engine.outbound import OutboundRefused
+from streams.model_artefacts import ModelArtefact, model_get
 from streams.models import Deployment, DeploymentRevision, LiveSession, ModelEndpoint, ServeProfile
-from training_jobs.models import TrainedModel
 
 Status = DeploymentRevision.Status
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
@@ -76,16 +75,14 @@ def revision_describe(revision: DeploymentRevision) -> dict[str, Any]:
 # --- input: names or rows -> rows, every problem located -----------------------------------------------------------
 
 
-def _trained_model(value, path: str, errors: list[dict]) -> TrainedModel | None:
+def _trained_model(value, path: str, errors: list[dict]) -> ModelArtefact | None:
+    """A registered model from an artefact, its id or a row (a revision's foreign key)."""
     if value is None or value == "":
         return None
-    if isinstance(value, TrainedModel):
-        return value
-    try:
-        return TrainedModel.objects.select_related("parent").get(pk=uuid.UUID(str(value)))
-    except (ValueError, TrainedModel.DoesNotExist):
-        errors.append({"path": path, "message": f"no model {value!s:.80}"})
-        return None
+    found = model_get(value)
+    if found is None:
+        errors.append({"path": path, "message": f"no model {getattr(value, 'pk', value)!s:.80}"})
+    return found
 
 
 def _resolve(*, harness: Harness, label, serve_profile, endpoints, model, adapter, errors: list[dict]
@@ -158,7 +155,7 @@ def _resolve(*, harness: Harness, label, serve_profile, endpoints, model, adapte
     if lora is not None:
         if not lora.is_adapter:
             errors.append({"path": "adapter", "message": f"{lora.name!r} is a full model, not a LoRA adapter"})
-        elif base is not None and base.pk not in {m.pk for m in lora.lineage()[:-1]}:
+        elif base is not None and not lora.descends_from(base.id):
             errors.append({"path": "adapter", "message": f"{lora.name!r} is not an adapter of {base.name!r}"})
         profile = out.get("serve_profile")
         if profile is not None and not (profile.spec or {}).get("enable_lora"):
@@ -178,7 +175,8 @@ def _insert_revision(*, user, deployment: Deployment, fields: dict[str, Any], no
     number = (deployment.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
     return DeploymentRevision.objects.create(
         deployment=deployment, number=number, label=fields["label"], harness_version=fields["harness_version"],
-        model=fields["model"], adapter=fields["adapter"], serve_profile=fields["serve_profile"],
+        model_id=fields["model"].id if fields["model"] else None,
+        adapter_id=fields["adapter"].id if fields["adapter"] else None, serve_profile=fields["serve_profile"],
         endpoints=fields["endpoints"], note=note, proposed_by=user)
 
 

@@ -32,9 +32,16 @@ from console import roles
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from harness_editor.schemas import pydantic_errors
+from streams.model_artefacts import model_get, model_served, model_unserved
 from streams.models import ModelEndpoint, ServeProfile, ServerInstance
-from streams.serve_profiles import ServeSpec, launch, leads_own_group, process_alive, stop_process_group, \
-    vllm_demo_spec
+from streams.serve_profiles import (
+    ServeSpec,
+    launch,
+    leads_own_group,
+    process_alive,
+    stop_process_group,
+    vllm_demo_spec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -122,18 +129,23 @@ def profile_spec(profile: ServeProfile) -> ServeSpec:
 # --- launch ---------------------------------------------------------------------------------------------------
 
 def server_launch(*, user, profile: ServeProfile, model) -> ServerInstance:
-    """Record a server of ``model`` (a TrainedModel, not an adapter: adapters are loaded into a running server)
-    under ``profile`` and send its launch to the serve queue on commit."""
+    """Record a server of ``model`` (a registered model — :class:`~streams.model_artefacts.ModelArtefact`, its id or
+    row — not an adapter: adapters are loaded into a running server) under ``profile`` and send its launch to the
+    serve queue on commit."""
     _require(user, roles.MANAGE_SERVING, "launch model servers")
-    if getattr(model, "is_adapter", False):
+    given, model = model, model_get(model)
+    if model is None:
+        raise ValidationFailed("no such model", errors=[{"path": "model", "message": f"no model {given!s:.80}"}])
+    if model.is_adapter:
         raise InvalidTransition(f"{model.name} is a LoRA adapter: launch its base model and load the adapter into "
                                 "that server")
     if not (Path(model.path) / "config.json").is_file():
         raise InvalidTransition(f"{model.name}: its directory {model.path} is gone")
     serve_spec_parse(profile.spec)  # a stored spec edited behind the service's back fails here, not on the worker
     with transaction.atomic():
-        instance = ServerInstance.objects.create(profile=profile, model=model, model_path=model.path, managed=True,
-                                                 status=ServerInstance.Status.STARTING, started_by=user)
+        instance = ServerInstance.objects.create(profile=profile, model_id=model.id, model_path=model.path,
+                                                 managed=True, status=ServerInstance.Status.STARTING,
+                                                 started_by=user)
         audit_record(actor=user, action="server.launch", scope=f"server:{instance.pk}",
                      target=f"model:{model.name}", to_state="starting",
                      data={"profile": profile.name, "model": str(model.pk)})
@@ -212,9 +224,8 @@ def _mark_ready(instance_id, spec: ServeSpec, server) -> ServerInstance:
         instance.ready_at = timezone.now()
         instance.error = ""
         instance.save(update_fields=["endpoint", "status", "ready_at", "error"])
-        if instance.model is not None:  # the model page shows where it is served (and the preview room offers it)
-            type(instance.model).objects.filter(pk=instance.model_id).update(
-                endpoint=endpoint, serve_pid=instance.pid, serve_host=instance.host)
+        if instance.model_id is not None:  # the model page shows where it is served (and the preview room offers it)
+            model_served(instance.model_id, endpoint_id=endpoint.pk, pid=instance.pid, host=instance.host)
     return instance
 
 
@@ -283,10 +294,7 @@ def server_stop_run(instance_id) -> ServerInstance:
 
 def _model_unserved(instance: ServerInstance) -> None:
     if instance.model_id is not None and instance.endpoint_id is not None:
-        from training_jobs.models import TrainedModel
-
-        TrainedModel.objects.filter(pk=instance.model_id, endpoint_id=instance.endpoint_id).update(
-            endpoint=None, serve_pid=None, serve_host="")
+        model_unserved(instance.model_id, endpoint_id=instance.endpoint_id)
 
 
 # --- servers started elsewhere --------------------------------------------------------------------------------
@@ -298,7 +306,8 @@ def server_register(*, profile: ServeProfile, endpoint: ModelEndpoint, model=Non
     port = urlsplit(endpoint.base_url).port
     live = (ServerInstance.objects.filter(profile=profile, endpoint=endpoint, managed=managed,
                                           status__in=ServerInstance.LIVE).order_by("-created_at").first())
-    fields = {"model": model, "model_path": model.path if model is not None else endpoint.model,
+    fields = {"model_id": model.pk if model is not None else None,
+              "model_path": model.path if model is not None else endpoint.model,
               "host": host or urlsplit(endpoint.base_url).hostname or "", "port": port,
               "status": ServerInstance.Status.READY}
     if live is None:
