@@ -67,7 +67,7 @@ class DatasetOutputSerializer(serializers.Serializer):
     sources = SourcesField()
     baseline_of = serializers.UUIDField(source="baseline_of_id", allow_null=True)
     stats = serializers.JSONField(help_text="rows, dropped, drop_reasons, harness_variants, mean_prompt_tokens, "
-                                            "seconds, operators {name: {applied, dropped, mean_prompt_tokens}}")
+                                            "seconds, operators {name: {applied, skipped, dropped, kept, mean_prompt_tokens}}")
     sample_count = serializers.IntegerField()
     row_counts = serializers.DictField(child=serializers.IntegerField(), help_text="rows per split")
     artifact_path = serializers.CharField(help_text="the dataset folder (datasets.load_from_disk(<path>/dataset))")

@@ -206,7 +206,7 @@ def test_failure_is_stored_with_its_cause_and_no_artifact(ml_staff, monkeypatch,
 
 @pytest.mark.django_db
 def test_a_training_split_with_a_heldout_name_is_refused(ml_staff, monkeypatch, cleanup_artifacts):
-    monkeypatch.setattr(services.datasets, "heldout_leaks", lambda rows: ["zz_heldout_name"])
+    monkeypatch.setattr(services.datasets, "heldout_leaks", lambda rows, **_: ["zz_heldout_name"])
     d = services.dataset_build_run(dataset_id=_queued(ml_staff).pk)
     assert d.status == "failed" and d.error == "ValueError: held-out names in a training split: zz_heldout_name"
 

@@ -6,7 +6,8 @@ Harness-Variant evaluation set) and how many harness variants are shared (``harn
 :func:`build` is deterministic for a recipe and its input samples; :func:`build_fixed_harness` makes the
 baseline from the same samples with no augmentation. Both take ``progress(done, total)`` and ``cancel() ->
 bool`` callbacks for the job that will run them, and return rows plus :class:`BuildStats` (per operator:
-applied, dropped, mean prompt tokens). :func:`write_dataset` stores a Hugging Face ``datasets`` Dataset with
+applied, skipped — drawn but nothing to change, so an operator that never fires on a harness shows —, dropped,
+kept, mean prompt tokens). :func:`write_dataset` stores a Hugging Face ``datasets`` Dataset with
 the recipe and the statistics beside it.
 
 Row format (what ``trl.SFTTrainer`` reads): ``messages`` — chat messages with tool calls whose ``arguments``
@@ -47,12 +48,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from harness_editor.render import estimate_tokens, render_comments, render_system_text, render_tools, room_lines
 from harness_editor.schemas import Manifest, content_hash, manifest_to_json
-from training_jobs.hsa import names as N
+from training_jobs.hsa.leaks import heldout_leaks  # noqa: F401 (re-exported)
 from training_jobs.hsa.operators import (
     OPERATORS,
     HarnessState,
+    Needs,
     Operator,
     harness_state,
+    needs_of,
     operator,
     relabel_target,
     validate_state,
@@ -187,7 +190,8 @@ class Recipe(BaseModel):
 @dataclass
 class OperatorStats:
     applied: int = 0  # rows (kept or dropped) where the operator changed the harness or the sample
-    dropped: int = 0  # of those, rows whose target failed the re-check (counted for re-check operators only)
+    skipped: int = 0  # rows where it was drawn but found nothing to change (never fires on this harness: 0 applied)
+    dropped: int = 0  # of the applied, rows whose target failed the re-check (counted for re-check operators only)
     prompt_tokens: int = 0  # sum over kept rows where it applied
     rejected: int = 0  # of those, rows whose regenerated answer the judge rejected (label_mode 'regenerate')
 
@@ -200,8 +204,8 @@ class OperatorStats:
         return round(self.prompt_tokens / self.kept, 1) if self.kept else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"applied": self.applied, "dropped": self.dropped, "rejected": self.rejected,
-                "mean_prompt_tokens": self.mean_prompt_tokens}
+        return {"applied": self.applied, "skipped": self.skipped, "dropped": self.dropped, "rejected": self.rejected,
+                "kept": self.kept, "mean_prompt_tokens": self.mean_prompt_tokens}
 
 
 @dataclass
@@ -257,27 +261,32 @@ class HarnessVariant:
     tools_tokens: int
     harness_hash: str
     skill_bodies: dict[str, str] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()  # operators drawn for it that changed nothing
 
     @classmethod
     def of(cls, state: HarnessState, manifest: Manifest, rename: RenameMap, applied: Sequence[str],
-           touches_checks: bool) -> HarnessVariant:
+           touches_checks: bool, skipped: Sequence[str] = ()) -> HarnessVariant:
         tools_json = json.dumps(render_tools(manifest), ensure_ascii=False)
         return cls(state, manifest, rename, tuple(applied), touches_checks, tools_json,
-                   estimate_tokens(tools_json), content_hash(manifest))
+                   estimate_tokens(tools_json), content_hash(manifest), skipped=tuple(skipped))
 
 
-def make_variant(base: HarnessState, ops: Sequence[tuple[Operator, float]], rng: random.Random) -> HarnessVariant:
-    """Draw each harness operator with its probability, apply it, validate the result once."""
-    state, m, applied, touches = base, IDENTITY, [], False
+def make_variant(base: HarnessState, ops: Sequence[tuple[Operator, float]], rng: random.Random,
+                 needs: Needs | None = None) -> HarnessVariant:
+    """Draw each harness operator with its probability, apply it, validate the result once. ``needs``: what the
+    gold turns this variant will serve need from its numbers (see :class:`training_jobs.hsa.prompt_ops.Needs`)."""
+    state, m, applied, skipped, touches = base, IDENTITY, [], [], False
     for op, p in ops:
         if op.harness is None or rng.random() >= p:
             continue
-        new_state, step = op.edit_harness(state, rng)
+        new_state, step = op.edit_harness(state, rng, needs)
         if new_state is not state:
             applied.append(op.name)
             touches = touches or op.touches_checks
+        else:
+            skipped.append(op.name)
         state, m = new_state, m.then(step)
-    return HarnessVariant.of(state, validate_state(state), m, applied, touches)
+    return HarnessVariant.of(state, validate_state(state), m, applied, touches, skipped)
 
 
 class _Bases:
@@ -389,6 +398,14 @@ def _candidates(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, *,
     pools: dict[str, list[HarnessVariant | None]] = {}
     pool_size = recipe.harness_pool_size
     k_per = recipe.variants_per_sample
+    # a sample operator that re-checks (the hook correction) may add a retry: the numbers must leave room for it
+    extra_retry = any(op.touches_checks and p > 0 for op, p in sample_ops)
+    needs: dict[str, Needs] = {}  # by base harness: what every sample sharing its variants needs
+    if pool_size:
+        for sample in samples:
+            _, base_hash = bases.get(sample.manifest)
+            n = needs_of(sample, extra_retry=extra_retry)
+            needs[base_hash] = needs[base_hash].merge(n) if base_hash in needs else n
     for sample in samples:
         base, base_hash = bases.get(sample.manifest)
         sample_seed = _seed(f"{recipe.seed}:{recipe.names}:{sample.id}")
@@ -401,14 +418,15 @@ def _candidates(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, *,
                 variant = pool[slot]
                 if variant is None:
                     variant = make_variant(base, harness_ops, random.Random(
-                        _seed(f"{recipe.seed}:{recipe.names}:{base_hash}:{slot}")))
+                        _seed(f"{recipe.seed}:{recipe.names}:{base_hash}:{slot}")), needs[base_hash])
                     pool[slot] = variant
                     stats.harness_variants += 1
             else:
-                variant = make_variant(base, harness_ops, rng)
+                variant = make_variant(base, harness_ops, rng, needs_of(sample, extra_retry=extra_retry))
                 stats.harness_variants += 1
             row_sample = sample.with_target(relabel_target(sample.target, variant.rename))
             applied = list(variant.applied)
+            skipped = list(variant.skipped)
             check = variant.touches_checks
             for op, p in sample_ops:
                 if rng.random() < p:
@@ -417,8 +435,12 @@ def _candidates(samples: Sequence[Sample], recipe: Recipe, stats: BuildStats, *,
                         applied.append(op.name)
                         check = check or op.touches_checks
                         row_sample = changed
+                    else:
+                        skipped.append(op.name)
             for name in applied:
                 stats.operators[name].applied += 1
+            for name in skipped:
+                stats.operators[name].skipped += 1
             verdicts: dict = {}
             problems = target_problems(variant.manifest, row_sample, verdicts=verdicts) if check and recheck else []
             if problems:
@@ -612,23 +634,7 @@ def build_fixed_harness(samples: Sequence[Sample], *, progress: ProgressCallback
 # --- leakage ----------------------------------------------------------------------------------------------------------
 
 
-def heldout_leaks(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """Held-out names, phrasings, codes or numbers found in rows (for a training set this must be empty)."""
-    import re
-
-    reg = N.heldout_registry()
-    found: set[str] = set()
-    words = sorted(reg.names | reg.phrasings, key=len, reverse=True)
-    pattern = re.compile(r"(?<![\w\-])(?:" + "|".join(re.escape(w) for w in words) + r")(?![\w\-])")
-    length_re = re.compile(r"Reply length: \d+ to (\d+) characters")
-    for row in rows:
-        text = json.dumps(row["messages"], ensure_ascii=False) + row["tools"]
-        found.update(m.group(0) for m in pattern.finditer(text))
-        found.update(p.pattern for p in reg.patterns if p.search(text))
-        for m in length_re.finditer(text):
-            if int(m.group(1)) in reg.reply_max_chars:
-                found.add(f"reply_max_chars={m.group(1)}")
-    return sorted(found)
+# :func:`heldout_leaks` lives in training_jobs.hsa.leaks (re-exported here for callers).
 
 
 # --- writing ----------------------------------------------------------------------------------------------------------

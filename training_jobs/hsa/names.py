@@ -382,6 +382,15 @@ HELDOUT_NAME_PATTERNS: tuple[str, ...] = (
 )
 
 
+# Fallback lines for any domain (the live-room ones point at a product card on screen).
+GENERIC_FALLBACK_REPLIES: dict[Pool, tuple[str, ...]] = {
+    "train": ("Sorry, I could not finish that just now. Let me look into it and get back to you.",
+              "I am having trouble with that request right now, please try again in a moment.",
+              "Something went wrong on my side. Could you send that again in a minute?"),
+    "heldout": ("Apologies, this needs a colleague's review; expect an update shortly.",),
+}
+
+
 # --- numeric settings ---------------------------------------------------------------------------------------
 
 # reply_max_chars values reserved for evaluation: training draws skip them.
@@ -422,7 +431,12 @@ def heldout_registry() -> HeldOutRegistry:
     names.update(n for n, _ in OPTIONAL_PARAMS["heldout"])
     names.update(n for n, _, _ in DECOY_TOOLS["heldout"])
     names.update(s[0] for s in DISTRACTOR_SKILLS["heldout"])
-    phrasings: set[str] = set(MASKED_DESCRIPTIONS["heldout"]) | set(FALLBACK_REPLIES["heldout"])
+    phrasings: set[str] = (set(MASKED_DESCRIPTIONS["heldout"]) | set(FALLBACK_REPLIES["heldout"])
+                           | set(GENERIC_FALLBACK_REPLIES["heldout"]))
+    for d in DOMAIN_DISTRACTORS["heldout"]:  # their fixed words (the {noun} slot left out)
+        phrasings.update(p.strip() for p in d[2].split("{noun}") if len(p.split()) >= 3)
+    for _, desc, _ in DOMAIN_DECOYS["heldout"]:
+        phrasings.update(p.strip() for p in desc.split("{noun}") if len(p.split()) >= 3)
     for titles in BLOCK_TITLES["heldout"].values():
         phrasings.update(titles)
     phrasings.update(_frame_text(f) for f in DESCRIPTION_FRAMES["heldout"] + HOOK_MESSAGE_FRAMES["heldout"])

@@ -27,12 +27,14 @@ from training_jobs.hsa.prompt_ops import (  # noqa: F401 (re-exported)
     LEGAL,
     LEGAL_MAX_RETRIES,
     LEGAL_MAX_SENTENCES,
+    Needs,
     _change_prompt_layout,
     _move_numeric_constraints,
     _reorder_prompt_blocks,
     _reword_hook_messages,
     _synthesise_hook_correction,
     _vary_hook_limits,
+    needs_of,
 )
 from training_jobs.hsa.relabel import IDENTITY, RenameMap
 from training_jobs.hsa.samples import Reply, Sample, Step
@@ -98,9 +100,14 @@ class Operator:
     def _settings(self) -> Mapping[str, Any]:
         return self.settings or self.defaults
 
-    def edit_harness(self, state: HarnessState, rng: random.Random) -> tuple[HarnessState, RenameMap]:
+    def edit_harness(self, state: HarnessState, rng: random.Random, needs: Needs | None = None
+                     ) -> tuple[HarnessState, RenameMap]:
+        """``needs``: what the gold turns served by the result need from its numbers (operators that touch the
+        checks stay within them; None: no gold turn to keep legal)."""
         if self.harness is None:
             return state, IDENTITY
+        if self.touches_checks:
+            return self.harness(state, rng, self.pool, self._settings(), needs=needs)
         return self.harness(state, rng, self.pool, self._settings())
 
     def edit_sample(self, state: HarnessState, sample: Sample, rng: random.Random, m: RenameMap) -> Sample:
@@ -112,7 +119,7 @@ class Operator:
 
     def __call__(self, state: HarnessState, sample: Sample, rng: random.Random
                  ) -> tuple[HarnessState, Sample, RenameMap]:
-        new_state, m = self.edit_harness(state, rng)
+        new_state, m = self.edit_harness(state, rng, needs_of(sample))
         return new_state, self.edit_sample(new_state, sample, rng, m), m
 
 

@@ -4,13 +4,15 @@ limits, message wording, synthetic hook corrections). Split from :mod:`training_
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from harness_editor.schemas import InteractionConstraints, RetryControlHook
 from streams.engine import hooks as H
 from training_jobs.hsa import names as N
 from training_jobs.hsa.relabel import IDENTITY
-from training_jobs.hsa.samples import Retry, Sample
+from training_jobs.hsa.samples import Reply, Retry, Sample
 from training_jobs.hsa.state import HarnessState, _edit_share, reword
+from training_jobs.hsa.vocabulary import is_live_commerce
 
 # --- system prompt ------------------------------------------------------------------------------------------------------
 
@@ -62,15 +64,50 @@ LEGAL_MAX_RETRIES = _legal(RetryControlHook, "max_retries")
 LEGAL_MAX_SENTENCES = (1, 20)  # ReplyFormatHook.max_sentences (an Optional field: bounds read below)
 
 
-def _move_numeric_constraints(state, rng, pool, s):
+@dataclass(frozen=True)
+class Needs:
+    """What the gold turns a harness variant serves need from its numbers: a numeric move stays where every one
+    of them stays legal (the move reads no sample itself: the builder passes the needs of the samples that share
+    the variant, :func:`needs_of` merged)."""
+
+    rounds: int = 0  # tool rounds: skill loads + tool calls
+    requests: int = 1  # model requests: rounds + retries + the reply
+    retries: int = 0
+    longest_reply: int = 0
+    shortest_reply: int | None = None
+    sentences: int = 0
+
+    def merge(self, other: Needs) -> Needs:
+        short = [x for x in (self.shortest_reply, other.shortest_reply) if x is not None]
+        return Needs(max(self.rounds, other.rounds), max(self.requests, other.requests),
+                     max(self.retries, other.retries), max(self.longest_reply, other.longest_reply),
+                     min(short) if short else None, max(self.sentences, other.sentences))
+
+
+def needs_of(sample: Sample, *, extra_retry: bool = False) -> Needs:
+    """The needs of one sample's target (``extra_retry``: a hook correction may add one retry to it)."""
+    rounds = sum(1 for st in sample.target if not isinstance(st, (Retry, Reply)))
+    retries = sum(1 for st in sample.target if isinstance(st, Retry)) + int(extra_retry)
+    reply = sample.reply
+    return Needs(rounds, rounds + retries + 1, retries, len(reply), len(reply), H.count_sentences(reply))
+
+
+_NO_NEEDS = Needs()
+
+
+def _move_numeric_constraints(state, rng, pool, s, needs: Needs | None = None):
     """Move the reply length range, tool rounds and the request limit within their legal ranges (bands
-    around the current value). The builder re-checks each target against the new numbers."""
+    around the current value), never below what the gold turns need (``needs``): a move never makes a gold turn
+    illegal. The builder still re-checks each target against the new numbers."""
+    n = needs or _NO_NEEDS
     c = dict(state["constraints"])
     p = s["share"]
     if rng.random() < p:
-        lo = max(c["reply_min_chars"], LEGAL["reply_max_chars"][0], 40)
+        lo = max(c["reply_min_chars"], LEGAL["reply_max_chars"][0], 40, n.longest_reply)
         hi = min(LEGAL["reply_max_chars"][1], max(lo, 2 * c["reply_max_chars"]))
-        if pool == "heldout":
+        if lo > hi:
+            pass  # no legal value fits the gold replies: leave it
+        elif pool == "heldout":
             options = sorted(v for v in N.HELDOUT_REPLY_MAX_CHARS if lo <= v <= hi)
             if options:
                 c["reply_max_chars"] = rng.choice(options)
@@ -80,11 +117,15 @@ def _move_numeric_constraints(state, rng, pool, s):
                 value += 1
             c["reply_max_chars"] = min(value, LEGAL["reply_max_chars"][1])
     if rng.random() < p:
-        c["reply_min_chars"] = rng.randint(LEGAL["reply_min_chars"][0], min(30, c["reply_max_chars"]))
+        hi = min(30, c["reply_max_chars"], n.shortest_reply if n.shortest_reply is not None else 30)
+        if hi >= LEGAL["reply_min_chars"][0]:
+            c["reply_min_chars"] = rng.randint(LEGAL["reply_min_chars"][0], hi)
     if rng.random() < p:
-        c["max_tool_rounds"] = rng.randint(max(1, LEGAL["max_tool_rounds"][0]), min(6, LEGAL["max_tool_rounds"][1]))
+        lo = max(1, LEGAL["max_tool_rounds"][0], n.rounds)
+        c["max_tool_rounds"] = rng.randint(lo, max(lo, min(6, LEGAL["max_tool_rounds"][1])))
     if rng.random() < p:
-        c["turn_limit"] = rng.randint(max(2, LEGAL["turn_limit"][0]), min(10, LEGAL["turn_limit"][1]))
+        lo = max(2, LEGAL["turn_limit"][0], n.requests)
+        c["turn_limit"] = rng.randint(lo, max(lo, min(10, LEGAL["turn_limit"][1])))
     if c == state["constraints"]:
         return state, IDENTITY
     return {**state, "constraints": c}, IDENTITY
@@ -93,12 +134,20 @@ def _move_numeric_constraints(state, rng, pool, s):
 # --- hooks ------------------------------------------------------------------------------------------------------------
 
 
-def _vary_hook_limits(state, rng, pool, s):
+def _fallbacks(state: HarnessState, pool: N.Pool) -> tuple[str, ...]:
+    return N.FALLBACK_REPLIES[pool] if is_live_commerce(state) else N.GENERIC_FALLBACK_REPLIES[pool]
+
+
+def _vary_hook_limits(state, rng, pool, s, needs: Needs | None = None):
     """Retry behaviour (retry_control max_retries, its fallback line; a retry_control hook is added where the
-    harness relied on the default) and the reply_format sentence cap, within their legal ranges."""
+    harness relied on the default) and the reply_format sentence cap, within their legal ranges and never below
+    what the gold turns need (``needs``: their retries and sentences)."""
+    n = needs or _NO_NEEDS
     hooks = list(state["hooks"])
     retry_at = next((i for i, h in enumerate(hooks) if h["kind"] == "retry_control"), None)
     lo, hi = LEGAL_MAX_RETRIES
+    lo = min(max(lo, n.retries), hi)
+    fallbacks = _fallbacks(state, pool)
     if retry_at is None:
         ids = {h["id"] for h in hooks}
         hook_id = next(x for x in ("retry-policy", "retry-control", "retries") + tuple(f"retry-{i}" for i in range(60))
@@ -107,16 +156,17 @@ def _vary_hook_limits(state, rng, pool, s):
             hooks.append({"id": hook_id, "kind": "retry_control", "enabled": True, "on_fail": "retry",
                           "message": "Fix the problems listed by the other checks and answer again.",
                           "max_retries": rng.randint(lo, hi),
-                          "fallback_reply": rng.choice(N.FALLBACK_REPLIES[pool])})
+                          "fallback_reply": rng.choice(fallbacks)})
     else:
         h = dict(hooks[retry_at])
         h["max_retries"] = rng.randint(lo, hi)
         if rng.random() < 0.5:
-            h["fallback_reply"] = rng.choice(N.FALLBACK_REPLIES[pool])
+            h["fallback_reply"] = rng.choice(fallbacks)
         hooks[retry_at] = h
     for i, h in enumerate(hooks):
         if h["kind"] == "reply_format" and rng.random() < s["sentence_cap_share"]:
-            cap = rng.choice((None, rng.randint(LEGAL_MAX_SENTENCES[0], min(4, LEGAL_MAX_SENTENCES[1]))))
+            cap_lo = min(max(LEGAL_MAX_SENTENCES[0], n.sentences), LEGAL_MAX_SENTENCES[1])
+            cap = rng.choice((None, rng.randint(cap_lo, max(cap_lo, min(4, LEGAL_MAX_SENTENCES[1])))))
             hooks[i] = {**h, "max_sentences": cap}
     return {**state, "hooks": hooks}, IDENTITY
 
@@ -132,6 +182,11 @@ def _reword_hook_messages(state, rng, pool, s):
 _PADDING = (" It is one of the most loved items in the room tonight and people keep coming back for it.",
             " So many of you asked about this today, and I love how excited everyone in the room is about it.",
             " Stay with us, there is plenty more coming up in the next few minutes of the show.")
+
+
+_GENERIC_PADDING = (" I hope this helps, and please do not hesitate to write again if anything else comes up.",
+                    " Thank you for your patience while I looked into this for you, I really appreciate it.",
+                    " Let me know if there is anything else at all that I can do for you today.")
 
 
 def _speakable(state: HarnessState) -> bool:
@@ -150,8 +205,9 @@ def _failed_attempts(state: HarnessState, sample: Sample, rng: random.Random) ->
         out.append(rng.choice((f"**{reply}**", f"- {reply}", f"{reply} 😊")))
     if c["reply_max_chars"] <= 250 and "reply_format" not in blocking:  # longer padding costs the hooks more
         longer = reply
+        padding = _PADDING if is_live_commerce(state) else _GENERIC_PADDING
         while len(longer) <= c["reply_max_chars"]:
-            longer += rng.choice(_PADDING)
+            longer += rng.choice(padding)
         out.append(longer)
     if "banned_phrases" in enabled:
         phrase = rng.choice(enabled["banned_phrases"]["phrases"])

@@ -137,7 +137,7 @@ def build_artifact(samples: Sequence[Sample], out_dir: str | Path, *, kind: str,
             raise ValueError("no row was kept" + (f" ({', '.join(f'{k} {n}' for k, n in why.items())})" if why
                                                   else ""))
         if check_leaks and (fixed or recipe.names == "train"):
-            leaks = heldout_leaks(_read_rows(tmp / "dataset"))
+            leaks = heldout_leaks(_read_rows(tmp / "dataset"), samples=samples)
             if leaks:
                 raise ValueError(f"held-out names in a training split: {', '.join(leaks[:10])}")
         write_originals(samples, tmp)
