@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from console import roles
 from console.errors import DomainError, NotAllowed, ValidationFailed
 from console.services import audit_record
@@ -33,7 +31,7 @@ from harness_editor.importers import (
 from harness_editor.models import HarnessVersion
 from harness_editor.schemas import parse_manifest
 from harness_editor.schemas.manifest import Tool
-from streams.tool_bindings.allow_lists import tool_secrets
+from streams.services.tool_runtime import tool_runtime_for
 from streams.tool_bindings.mcp import McpFault, McpServer, list_mcp_tools
 
 ON_CONFLICT = ("rename", "replace", "skip")
@@ -78,11 +76,7 @@ def mcp_server_names() -> list[str]:
 
 
 def _servers() -> dict[str, McpServer]:
-    return dict(getattr(settings, "HAT_MCP_SERVERS", None) or {})
-
-
-def _secrets() -> dict[str, str]:
-    return tool_secrets(configured=getattr(settings, "HAT_TOOL_SECRETS", None) or {})
+    return dict(tool_runtime_for().mcp_servers)
 
 
 def _require(user) -> None:
@@ -101,7 +95,8 @@ def _server(name: str) -> McpServer:
 
 def _remote_tools(server: McpServer) -> list[dict[str, Any]]:
     try:
-        return list_mcp_tools(server, secrets=_secrets(), timeout_s=min(LIST_TIMEOUT_S, server.timeout_s))
+        return list_mcp_tools(server, secrets=tool_runtime_for().secrets,
+                              timeout_s=min(LIST_TIMEOUT_S, server.timeout_s))
     except McpFault as fault:
         raise McpServerUnavailable(f"the MCP server {server.name!r} could not be listed: {fault.message}",
                                    errors=[{"path": "server", "message": fault.code}]) from None
