@@ -291,7 +291,10 @@ class Persona(_Strict):
 
 
 class Fault(_Strict):
-    binding: str
+    # What the fault hits: a built-in binding id or an open binding's label (``binding``), or a manifest tool by
+    # name (``tool``), exactly one of them.
+    binding: str = ""
+    tool: str = ""
     kind: Literal["timeout", "malformed", "permission_denied", "slow"]
     delay_ms: Annotated[int, Field(ge=0, le=60_000)] = 0  # as ToolFault
     from_minute: FloatMinute = 0.0
@@ -507,9 +510,14 @@ def validate_semantics(s: Scenario) -> list[FieldError]:
 
     for i, f in enumerate(s.faults):
         at = f"faults[{i}]"
-        if not fault_target_valid(f.binding):
-            err(f"{at}.binding", f"unknown binding {f.binding!r}; a fault names a built-in binding "
-                f"({', '.join(BINDINGS)}), a binding label (http:<endpoint>, mcp:<server>) or a manifest tool name")
+        if bool(f.binding) == bool(f.tool):
+            err(at, "a fault names either a binding (a built-in binding id or http:<endpoint>, mcp:<server>) or a "
+                "tool (a manifest tool name)")
+        elif f.binding and not fault_target_valid(f.binding):
+            err(f"{at}.binding", f"unknown binding {f.binding!r}; known bindings: {', '.join(BINDINGS)}, or an open "
+                "binding's label (http:<endpoint>, mcp:<server>, fixture); a manifest tool goes in 'tool'")
+        elif f.tool and not TOOL_NAME_RE.match(f.tool):
+            err(f"{at}.tool", f"{f.tool!r} is not a tool name (letters, digits, _ and -, starting with a letter or _)")
         if f.from_minute > duration:
             err(f"{at}.from_minute", f"minute {f.from_minute:g} is past the scenario's end ({duration})")
         if f.to_minute is not None:
@@ -536,10 +544,9 @@ _LABEL_RE = re.compile(r"^(http|mcp):[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}(/[^/\s]{1
 
 
 def fault_target_valid(target: str) -> bool:
-    """A fault's ``binding``: a built-in binding id, an open binding's label (``http:orders-api``,
-    ``mcp:files/read``, ``fixture``) or a manifest tool name (:func:`streams.engine.faults.find_fault` tries the
-    tool name first, then the label)."""
-    return target in BINDINGS or bool(TOOL_NAME_RE.match(target)) or bool(_LABEL_RE.match(target))
+    """A fault's ``binding``: a built-in binding id or an open binding's label (``http:orders-api``,
+    ``mcp:files/read``, ``fixture``), as :func:`streams.engine.faults.find_fault` matches them."""
+    return target in BINDINGS or target == "fixture" or bool(_LABEL_RE.match(target))
 
 
 # --- parsing ------------------------------------------------------------------------------------------
@@ -584,8 +591,13 @@ def demo_scenario_paths() -> list[Path]:
 
 
 def scenario_to_json(s: Scenario) -> str:
-    """Canonical JSON: compact, declared field order (comments and whitespace of the YAML do not count)."""
-    return s.model_dump_json()
+    """Canonical JSON: compact, declared field order (comments and whitespace of the YAML do not count). A scenario
+    without fixtures or tool faults hashes as it did before they existed (stored scenarios keep their hash)."""
+    exclude: dict[str, Any] = {} if s.fixtures else {"fixtures": True}
+    plain = {i: {"tool"} for i, f in enumerate(s.faults) if not f.tool}
+    if plain:
+        exclude["faults"] = plain
+    return s.model_dump_json(exclude=exclude or None)
 
 
 def scenario_hash(s: Scenario) -> str:

@@ -333,13 +333,14 @@ class ScenarioRun:
         out: dict[str, ToolFault] = {}
         for i, f in enumerate(self.scenario.faults):
             end = math.inf if f.to_minute is None else f.to_minute
-            if not (f.from_minute <= at < end) or f.binding in out:
+            key = f.binding or f.tool  # a binding id/label, or a manifest tool name (find_fault tries both)
+            if not (f.from_minute <= at < end) or key in out:
                 continue
             if f.probability < 1.0:
                 draw = random.Random(f"{self.seed}:fault:{i}:{at:.3f}").random()
                 if draw >= f.probability:
                     continue
-            out[f.binding] = ToolFault(binding=f.binding, kind=f.kind, delay_ms=f.delay_ms)
+            out[key] = ToolFault(binding=key, kind=f.kind, delay_ms=f.delay_ms)
         return out
 
     # -- events --
