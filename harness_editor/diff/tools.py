@@ -3,16 +3,21 @@ any depth (:mod:`.schema`), the binding and the argument map."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from harness_editor.diff.changes import Change, presence, reorder, short, text_diff
 from harness_editor.diff.matching import (
+    SchemaShape,
+    bag_similarity,
     name_similarity,
     pair_by_score,
-    schema_similarity,
-    text_similarity,
+    schema_shape,
+    shape_similarity,
+    words,
 )
 from harness_editor.diff.schema import schema_changes
 from harness_editor.schemas import Manifest, Tool
@@ -50,11 +55,29 @@ def binding_similarity(a: Any, b: Any) -> float:
     return 0.4
 
 
+@dataclass(frozen=True)
+class _Look:
+    """What a tool looks like, computed once per tool for the pairwise scores."""
+
+    tool: Tool
+    shape: SchemaShape
+    words: Counter[str]
+
+
+def _look(t: Tool) -> _Look:
+    return _Look(t, schema_shape(t.parameters), words(t.description))
+
+
+def _look_similarity(a: _Look, b: _Look) -> float:
+    return (_NAME_W * name_similarity(a.tool.name, b.tool.name)
+            + _SCHEMA_W * shape_similarity(a.shape, b.shape)
+            + _BINDING_W * binding_similarity(a.tool.binding, b.tool.binding)
+            + _DESCRIPTION_W * bag_similarity(a.words, b.words))
+
+
 def tool_similarity(a: Tool, b: Tool) -> float:
-    return (_NAME_W * name_similarity(a.name, b.name)
-            + _SCHEMA_W * schema_similarity(a.parameters, b.parameters)
-            + _BINDING_W * binding_similarity(a.binding, b.binding)
-            + _DESCRIPTION_W * text_similarity(a.description, b.description))
+    """0..1: how likely ``b`` is ``a`` renamed (name, parameter schema, binding, description)."""
+    return _look_similarity(_look(a), _look(b))
 
 
 def _binding_changes(key: str, path: str, old: Any, new: Any) -> list[Change]:
@@ -133,7 +156,8 @@ def diff_tools(old: Manifest, new: Manifest) -> tuple[list[Change], dict[str, st
     new_by = {t.name: t for t in new.tools}
     removed = [t for t in old.tools if t.name not in new_by]
     added = [t for t in new.tools if t.name not in old_by]
-    renames = pair_by_score(removed, added, tool_similarity, TOOL_RENAME_THRESHOLD)
+    renames = [(a.tool, b.tool) for a, b in pair_by_score([_look(t) for t in removed], [_look(t) for t in added],
+                                                          _look_similarity, TOOL_RENAME_THRESHOLD)]
     renamed_old = {o.name for o, _ in renames}
     renamed_new = {n.name for _, n in renames}
     for t in removed:

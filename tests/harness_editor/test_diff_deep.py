@@ -566,3 +566,34 @@ def test_renamed_tools_variant_pairs_every_tool(names: list[str], rnd: Any) -> N
     diff = diff_manifests(BASE, parse_manifest(d))
     assert {(c.before, c.after) for c in diff.changes if c.kind == "renamed"} == set(mapping.items())
     assert {c.kind for c in diff.changes} <= {"renamed", "reordered"}
+
+
+def test_same_parameters_alone_do_not_make_a_rename() -> None:
+    """Two unbound tools with the same one-id schema but different names and purposes stay removed + added."""
+    def order_tool(name: str, description: str) -> dict[str, Any]:
+        return {"name": name, "description": description, "binding": None,
+                "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                               "required": ["order_id"]}}
+
+    def before(d: dict[str, Any]) -> None:
+        d["tools"].append(order_tool("get_order", "Status, items and totals of one order."))
+
+    def after(d: dict[str, Any]) -> None:
+        d["tools"].append(order_tool("cancel_order_now", "Cancel the order right away and refund the payment."))
+
+    d = diff_manifests(edited(before), edited(after))
+    assert {(c.kind, c.path) for c in d.changes} == {("removed", "tools[get_order]"),
+                                                     ("added", "tools[cancel_order_now]")}
+
+
+def test_the_diff_imports_no_django() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, harness_editor.diff; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('django', 'rest_framework', 'channels', 'celery', 'streams', 'training_jobs', 'console')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stdout + done.stderr
