@@ -440,13 +440,15 @@ def _verify(tools: list[dict[str, Any]], drafts: list[dict[str, Any]], rec: Reco
             for p in parts:
                 path = _join(path, p)
             rec.error(path, message)
+        # A binding given with the definitions is the manifest's to judge (at tools[i].binding...), not ours.
         try:
-            Tool.model_validate(tool)
+            Tool.model_validate({"name": tool["name"], "description": tool["description"],
+                                 "parameters": tool["parameters"]})
         except ValueError as exc:
             for err in getattr(exc, "errors", lambda: [])():
-                loc = ".".join(str(x) for x in err.get("loc", ()))
-                if not loc.startswith("parameters"):
-                    rec.error(_join(at, loc) if loc else at, err.get("msg", str(exc)))
+                loc = [str(x) for x in err.get("loc", ())]
+                if loc and loc[0] != "parameters":
+                    rec.error(_join(at, loc[0]), err.get("msg", str(exc)))
 
 
 # --- into a manifest --------------------------------------------------------------------------------------
