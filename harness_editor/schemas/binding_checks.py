@@ -53,7 +53,7 @@ def _template_errors(template: str, where: str, t: Tool, schema_ok: bool) -> lis
 def _http_errors(b: HttpBinding, t: Tool, at: str, schema_ok: bool) -> list[FieldError]:
     errors = _template_errors(b.path, f"{at}.path", t, schema_ok)
     literal = _TEMPLATE_RE.sub("x", b.path)
-    if any(c in literal for c in "?#") or "://" in literal or "@" in literal or "\\" in literal:
+    if any(c in literal for c in "?#@\\") or "//" in literal:
         errors.append(FieldError(path=f"{at}.path", message="the path is the part after the endpoint's base URL: "
                                  "no scheme, host, '@', '?' or '#' (query parameters go in query)"))
     if ".." in literal.split("/") or "." in literal.split("/"):
