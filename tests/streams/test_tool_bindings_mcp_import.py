@@ -152,6 +152,8 @@ def _page(draft, **query):
 
 def test_page_lists_servers_then_tools_then_imports(mcp_settings, client, manager, draft):
     client.force_login(manager)
+    version_page = client.get(f"/harnesses/{draft.harness.slug}/v{draft.number}/")
+    assert f'href="{_page(draft)}">Import tools from an MCP server</a>'.encode() in version_page.content
     page = client.get(_page(draft))
     assert page.status_code == 200
     assert b'<option value="orders">orders</option>' in page.content
