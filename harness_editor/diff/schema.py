@@ -31,7 +31,7 @@ _DEFS = ("$defs", "definitions")
 _HANDLED = frozenset({
     "type", "enum", "const", "description", "properties", "required", "items", "prefixItems",
     "additionalProperties", "patternProperties", "anyOf", "oneOf", "allOf", "$ref", *_DEFS,
-    "pattern", "format", "multipleOf", "uniqueItems", *LOWER_BOUNDS, *UPPER_BOUNDS, *ANNOTATIONS,
+    "pattern", "format", "multipleOf", "uniqueItems", "nullable", *LOWER_BOUNDS, *UPPER_BOUNDS, *ANNOTATIONS,
 })
 _MAX_DEPTH = 64
 
@@ -123,6 +123,25 @@ def _resolve(root: Any, ref: str) -> Any:
     return node if isinstance(node, (dict, bool)) else None
 
 
+_NOT_ASSERTIONS = ANNOTATIONS | {"description", "anyOf", "oneOf", "allOf", *_DEFS}
+
+
+def _lift(o: dict[str, Any], n: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A schema wrapped into alternatives on one side only — ``{type: string}`` → ``{anyOf: [{type: string},
+    {type: null}]}`` — is compared as the one-branch ``anyOf`` it was (or became): the old schema pairs with its
+    branch, and only the added (or removed) alternatives are changes, not a type removed and a branch added."""
+    for key in ("anyOf", "oneOf"):
+        if isinstance(n.get(key), list) and key not in o:
+            moved = {k: v for k, v in o.items() if k not in _NOT_ASSERTIONS and k not in n}
+            if moved:
+                o = {**{k: v for k, v in o.items() if k not in moved}, key: [moved]}
+        elif isinstance(o.get(key), list) and key not in n:
+            moved = {k: v for k, v in n.items() if k not in _NOT_ASSERTIONS and k not in o}
+            if moved:
+                n = {**{k: v for k, v in n.items() if k not in moved}, key: [moved]}
+    return o, n
+
+
 # --- the walk ------------------------------------------------------------------------------------------------
 
 
@@ -199,6 +218,7 @@ class _SchemaWalk:
                 self.add("changed", path, f"{self.what(label)} schema {short(o)} → {short(n)}",
                          not (_permissive(n) or o is False), o, n)
             return
+        o, n = _lift(o, n)
         self.types(o, n, path, label)
         self.values(o, n, path, label)
         self.bounds(o, n, path, label)
@@ -269,6 +289,10 @@ class _SchemaWalk:
                 breaking = True
             self.add("changed", join_path(path, "multipleOf"), f"{what} multipleOf {short(ov)} → {short(nv)}",
                      breaking, ov, nv)
+        ov, nv = o.get("nullable"), n.get("nullable")
+        if bool(ov) != bool(nv):
+            self.add("changed", join_path(path, "nullable"), f"{what} {'may now be' if nv else 'may no longer be'} null",
+                     not nv, ov, nv)
         ov, nv = o.get("uniqueItems"), n.get("uniqueItems")
         if bool(ov) != bool(nv):
             self.add("changed", join_path(path, "uniqueItems"),
@@ -378,12 +402,12 @@ class _SchemaWalk:
             if not isinstance(ol, list) or not isinstance(nl, list):
                 if ol is None and nl is None:
                     continue
+                # (A schema wrapped into alternatives was lifted by _lift: what is left here adds conditions,
+                # which narrows, or takes them away, which widens.)
                 if nl is None:
-                    breaking = key != "allOf" and not widens(accepted_types(o), accepted_types(n))
-                    self.add("changed", base, f"{what} {key} removed", breaking, ol, None)
+                    self.add("changed", base, f"{what} {key} removed", False, ol, None)
                 else:
-                    breaking = key == "allOf" or ol is not None or not widens(accepted_types(o), accepted_types(n))
-                    self.add("changed", base, f"{what} {key} {'added' if ol is None else 'changed'}", breaking, ol, nl)
+                    self.add("changed", base, f"{what} {key} {'added' if ol is None else 'changed'}", True, ol, nl)
                 continue
             # An added alternative widens (anyOf / oneOf), an added conjunct narrows (allOf); removal the reverse.
             widening = key != "allOf"
