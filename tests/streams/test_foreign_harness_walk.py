@@ -116,8 +116,8 @@ def _script_order_desk_day(ep) -> list[str]:
     """The model's side of the shift, turn by turn (the replies the harness accepts)."""
     replies = [
         WHERE_IS_A1002,
-        "I've opened return R-5521 for order A1001; the prepaid label goes to d***@example.com. The refund of "
-        "48 dollars follows once the parcel is scanned at our warehouse.",
+        "I've opened return R-5521 for order A1001; the prepaid label goes to your account e-mail. The refund "
+        "of 48 dollars follows once the parcel is scanned at our warehouse.",
         "Yes, the refund of 72 dollars for order A1005 was sent on 2026-11-20 to your original payment method. "
         "Your bank usually shows it within 3 to 5 business days.",
         "Order A1003 is cancelled. The refund of 54 dollars goes to your original payment method within 5 to 10 "
@@ -158,43 +158,72 @@ def _wait(pred, timeout: float = 120.0, what: str = ""):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@needs_shared_db
-@pytest.mark.django_db(transaction=True)
-def test_order_desk_scenario_run_and_hsa_dataset_on_the_worker(manager, reviewer, ml_staff, scripted_model,
-                                                                scripted_endpoint, celery_worker_process):
+def _run_order_desk_day(manager, reviewer, scripted_model, scripted_endpoint):
+    """The support shift played to its end through the workers' path (ticks and turns on the real Celery worker);
+    returns (the run's room, its job, the replies scripted)."""
     from streams.models import ScenarioRun as ScenarioRunJob
-    from training_jobs import services as training_services
-    from training_jobs.models import Dataset
 
     version = _approved(manager, reviewer)
     scenario = services.scenario_import(yaml_text=ORDER_DESK_DAY.read_text(encoding="utf-8"), user=manager)
     replies = _script_order_desk_day(scripted_endpoint)
     run = services.scenario_run_start(user=manager, version=version, scenario=scenario, endpoint=scripted_model)
     job = _wait(lambda: (j := ScenarioRunJob.objects.get(pk=run.pk)).is_finished and j, what="the scenario run")
-    assert job.status == "succeeded", job.error
+    return run, job, replies
 
+
+def _turns(transcript) -> list[tuple]:
+    """What each turn did, for an assertion message."""
+    return [(t["comments"][0]["text"][:30], [c["name"] for c in t["tools"]],
+             [(h["hook_id"], h.get("detail")) for h in t["hooks"] if not h["passed"]], t["reply"]["text"][:60])
+            for t in transcript]
+
+
+@needs_shared_db
+@pytest.mark.django_db(transaction=True)
+def test_order_desk_scenario_run_on_the_worker(manager, reviewer, scripted_model, scripted_endpoint,
+                                               celery_worker_process):
+    run, job, replies = _run_order_desk_day(manager, reviewer, scripted_model, scripted_endpoint)
+    assert job.status == "succeeded", job.error
     transcript = selectors.preview_transcript(room_id=run.pk)
-    assert [t["reply"]["text"] for t in transcript] == replies
+    assert [t["reply"]["text"] for t in transcript] == replies, _turns(transcript)
     assert all(t["state"] == "done" and not t["reply"]["fallback"] for t in transcript)
-    # the scenario's own fixture answered an order only it knows; the tracking tool's fault reached the model
+    # the harness's own fixture table answered; the scenario's own fixture answered an order only it knows; the
+    # tracking tool's fault reached the model as a tool fault
+    assert transcript[0]["tools"][2]["result"]["result"]["tracking_number"] == "PC7781234"
+    assert transcript[0]["tools"][2]["result"]["binding"] == "fixture"
     a1006 = transcript[4]["tools"]
-    assert a1006[1]["name"] == "lookup_order" and a1006[1]["result"]["ship_to_city"] == "Denver"
+    assert a1006[1]["name"] == "lookup_order" and a1006[1]["result"]["result"]["ship_to_city"] == "Denver"
     assert a1006[2]["name"] == "track_shipment" and a1006[2]["result"]["fault"] == "timeout"
-    assert transcript[0]["tools"][2]["result"]["tracking_number"] == "PC7781234"  # the harness's own table
     s = job.summary
     assert (s["comments"], s["turns"], s["replies"], s["fallbacks"], s["failed_turns"]) == (5, 5, 5, 0, 0)
     assert s["tool_faults_by_kind"] == {"timeout": 1}
 
-    # an HSA dataset from the run's recorded turns, built by the worker
+
+@needs_shared_db
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.xfail(strict=True, reason="waits on HSA for foreign harnesses (helper hsa): a recorded turn becomes a "
+                   "sample only when the live-commerce reference policy can answer its comment, so the order desk's "
+                   "turns are all 'no_reference' and the build fails with 'the selected sources gave no samples'")
+def test_order_desk_hsa_dataset_from_its_run(manager, reviewer, ml_staff, scripted_model, scripted_endpoint,
+                                             celery_worker_process):
+    from training_jobs import services as training_services
+    from training_jobs.models import Dataset
+    from training_jobs.services.datasets import collect_samples, parse_sources
+
+    run, job, _ = _run_order_desk_day(manager, reviewer, scripted_model, scripted_endpoint)
+    assert job.status == "succeeded", job.error
+    sources = {"scenarios": [], "demo_manifests": [], "preview_rooms": [str(run.pk)]}
+    samples, recorded = collect_samples(parse_sources(sources))
+    # the A1006 turn ran under a tool fault: left out; the other four are right
+    assert len(samples) == 4 and recorded["kept"] == 4, recorded
     dataset = training_services.dataset_build_start(
         user=ml_staff, recipe={"name": "order-desk", "seed": 3, "variants_per_sample": 2, "harness_pool_size": 4},
-        sources={"scenarios": [], "demo_manifests": [], "preview_rooms": [str(run.pk)]})
+        sources=sources)
     try:
         dataset = _wait(lambda: (d := Dataset.objects.get(pk=dataset.pk)).is_finished and d, timeout=240,
                         what="the dataset build")
         assert dataset.status == "succeeded", dataset.error
-        recorded = dataset.stats["recorded_turns"]
-        assert dataset.sample_count >= 4, recorded  # the A1006 turn ran under a tool fault: left out
+        assert dataset.sample_count == 4 and dataset.stats["recorded_turns"]["kept"] == 4
         assert dataset.stats["rows"] == dataset.row_counts[dataset.split] >= dataset.sample_count
         assert dataset.stats["operators"]
     finally:
