@@ -53,7 +53,8 @@ class McpImportInputSerializer(serializers.Serializer):
 class ImportChangeSerializer(serializers.Serializer):
     path = serializers.CharField(help_text="into the listed tools that were chosen: tools[i].name, "
                                            "tools[i].inputSchema...; or into the manifest: tools[j]")
-    kind = serializers.CharField(help_text="renamed, duplicate_name, type_mapped, dropped_key, defaulted, conflict, ...")
+    kind = serializers.CharField(help_text="renamed, duplicate_name, type_mapped, dropped_key, defaulted, conflict, "
+                                           "...")
     message = serializers.CharField()
     tool = serializers.IntegerField(allow_null=True)
     remote = serializers.CharField(allow_null=True, help_text="the remote tool the change is about")

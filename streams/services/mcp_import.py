@@ -152,7 +152,8 @@ def mcp_import_preview(*, user, version: HarnessVersion, server: str, select: li
     # what the draft gains: appended tools, and tools replaced by an import (a tool already there unchanged is not)
     before = [_normal(t) for t in base.get("tools", [])]
     tools = [t for t in manifest_data["tools"] if _normal(t) not in before]
-    return McpImportPlan(server=server, remote=remote, chosen=[t["name"] for t in chosen], tools=tools, changes=[*result.changes, *conflicts],
+    return McpImportPlan(server=server, remote=remote, chosen=[t["name"] for t in chosen], tools=tools,
+                         changes=[*result.changes, *conflicts],
                          manifest_data=manifest_data)
 
 

@@ -205,8 +205,9 @@ async def _with_client(server: McpServer, secrets: Mapping[str, str], timeout_s:
             if fault is None:
                 raise
             if not connected and fault.code == "mcp_error":
-                # no handshake: the server is not there to be used (it died at start, or is not an MCP server)
-                fault = McpFault("binding_unavailable", fault.message)
+                # no handshake: the server is not there to be used (it died at start, refused us, is not MCP)
+                hint = "; check its URL and headers" if server.transport == "http" else ""
+                fault = McpFault("binding_unavailable", fault.message + hint)
             raise fault from None
 
 
@@ -263,22 +264,14 @@ def _fault_from(exc: BaseException, server: McpServer, stderr_tail: str) -> McpF
 
 
 class _StderrTail:
-    """A file the stdio server's stderr goes to (the SDK wants a real file descriptor), read back for errors."""
+    """A temporary file the stdio server's stderr goes to (a real file: the child writes to its descriptor), read
+    back for error messages."""
 
     def __enter__(self):
         import tempfile
 
         self.file = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         return self
-
-    def fileno(self) -> int:
-        return self.file.fileno()
-
-    def write(self, text: str) -> int:
-        return self.file.write(text)
-
-    def flush(self) -> None:
-        self.file.flush()
 
     def tail(self) -> str:
         try:

@@ -156,6 +156,18 @@ def test_stdio_server_that_dies_at_start_says_why(tag):
     assert srv.tagged_pids(tag) == []
 
 
+def test_a_secret_in_a_dying_servers_stderr_is_hidden(tag):
+    import sys
+
+    server = McpServer("broken", "stdio", env={"ORDERS_TOKEN": "{secret:orders_token}"}, command=(
+        sys.executable, "-c",
+        "import os, sys; sys.stderr.write('bad token ' + os.environ['ORDERS_TOKEN']); sys.exit(3)",
+        "--tag", tag))
+    result = call_mcp_tool(server, "orders.lookup", {}, timeout_s=5, secrets=SECRETS)
+    assert result["code"] == "binding_unavailable"
+    assert "bad token [secret]" in result["error"] and TOKEN not in result["error"]
+
+
 # --- no stdio process outlives a call ---------------------------------------------------------------------------
 
 
@@ -166,6 +178,19 @@ def test_no_stdio_process_leak_across_many_calls(tag):
         assert srv.tagged_pids(tag) == []
     assert call_mcp_tool(server, "orders.slow", {"seconds": 60}, timeout_s=1, secrets={})["code"] == "timeout"
     assert srv.tagged_pids(tag) == []  # the sleeping server was killed, not left behind
+
+
+def test_calls_from_several_threads_at_once(tag, http_server):
+    """The turn engine runs in threads: each call has its own loop and connection, and every process is reaped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stdio = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    jobs = [(stdio, "A100"), (stdio, "A101"), (http_server, "A100"), (http_server, "A101")]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda job: call_mcp_tool(job[0], "orders.lookup", {"order_id": job[1]},
+                                                           timeout_s=20, secrets=SECRETS), jobs))
+    assert [r["order_id"] for r in results] == ["A100", "A101", "A100", "A101"]
+    assert srv.tagged_pids(tag) == []
 
 
 def test_a_stdio_call_spawns_its_server(tag):
