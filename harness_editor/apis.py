@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 from django.http import HttpResponse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -28,12 +30,32 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from console import roles
-from console.apis import ERRORS_READ, ERRORS_WRITE, ApiView, ErrorSerializer, Pagination, paginated_response
+from console.apis import (
+    ERRORS_READ,
+    ERRORS_WRITE,
+    ApiView,
+    ErrorSerializer,
+    Pagination,
+    paginated_response,
+)
 from console.errors import ValidationFailed
 from harness_editor import gate, render, selectors, services
 from harness_editor.diff import COMPONENTS
 from harness_editor.models import Harness, HarnessVersion
-from harness_editor.schemas import Manifest, content_hash, manifest_from_yaml, manifest_to_yaml, parse_manifest
+from harness_editor.schemas import (
+    Manifest,
+    content_hash,
+    manifest_from_yaml,
+    manifest_to_yaml,
+    parse_manifest,
+)
+from harness_editor.schemas.bindings import binding_catalog
+from harness_editor.schemas.json_schema import (
+    BINDING_DESCRIPTION,
+    binding_kind_schemas,
+    manifest_json_schema,
+    manifest_openapi_components,
+)
 
 DEMO_ROOM = Path(__file__).resolve().parent / "demo" / "room.yaml"
 VERSION_TAG = "harness versions"
@@ -80,10 +102,21 @@ def _manifest_from(data: dict, *, required: bool = True) -> Manifest | None:
     return manifest_from_yaml(data["manifest_yaml"])
 
 
-@extend_schema_field({"type": "object", "additionalProperties": True,
-                      "description": "the manifest as a JSON object (see harness_editor.schemas.Manifest)"})
 class ManifestField(serializers.JSONField):
-    pass
+    """A manifest as a JSON object; documented in the OpenAPI document by the manifest's own schema (components
+    ``Manifest``, ``ManifestTool``, ...: :func:`harness_editor.schemas.json_schema.manifest_openapi_components`)."""
+
+
+class ManifestFieldExtension(OpenApiSerializerFieldExtension):
+    """Puts the manifest's JSON Schema (generated from the models) into the OpenAPI document's components."""
+
+    target_class = ManifestField
+
+    def map_serializer_field(self, auto_schema, direction):
+        for name, schema in manifest_openapi_components().items():
+            auto_schema.registry.register_on_missing(
+                ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=schema))
+        return {"$ref": "#/components/schemas/Manifest"}
 
 
 class ManifestInputSerializer(serializers.Serializer):
@@ -143,7 +176,7 @@ class VersionDetailOutputSerializer(serializers.Serializer):
     class Meta:
         ref_name = "HarnessVersion"
 
-    @extend_schema_field({"type": "object", "additionalProperties": True})
+    @extend_schema_field(ManifestField)
     def get_manifest(self, version: HarnessVersion) -> dict:
         return json.loads(version.manifest_json)  # the stored canonical text, key order kept
 
@@ -712,6 +745,11 @@ class ValidateApi(ApiView):
             ref_name = "ValidateResult"
 
     @extend_schema(tags=[HARNESS_TAG], operation_id="manifest_validate", request=ManifestInputSerializer,
+                   description="Validate a manifest without saving it. A 400 'invalid_manifest' lists every error "
+                               "at once, each with its path (structure, duplicates, references, tool schemas, "
+                               "bindings), in document order. The manifest's schema: GET /api/manifest-schema; "
+                               "YAML text, JSON text and a JSON object share one size limit (1,000,000 bytes, an "
+                               "object measured as compact JSON).",
                    responses={200: OutputSerializer, 400: ErrorSerializer, 401: ErrorSerializer,
                               403: ErrorSerializer})
     def post(self, request):
@@ -719,3 +757,74 @@ class ValidateApi(ApiView):
         serializer.is_valid(raise_exception=True)
         manifest = _manifest_from(serializer.validated_data)
         return Response(self.OutputSerializer({"valid": True, "content_hash": content_hash(manifest)}).data)
+
+
+# --- the manifest's schema and the binding catalog --------------------------------------------------------
+
+class ManifestSchemaApi(ApiView):
+    """The manifest's own JSON Schema, for editors and tools that write manifests."""
+
+    required_perms = {"GET": roles.VIEW_HARNESS}
+
+    @extend_schema(tags=[HARNESS_TAG], operation_id="manifest_schema",
+                   description="The manifest's JSON Schema (draft 2020-12), generated from the models the parser "
+                               "uses. What a schema cannot say (unique ids, references, tool schemas, bindings "
+                               "against their signatures) is checked by POST /api/validate.",
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="a JSON Schema (2020-12)"),
+                              **ERRORS_READ})
+    def get(self, request):
+        return Response(manifest_json_schema())
+
+
+class BindingParamSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=["string", "integer", "number", "boolean"])
+    required = serializers.BooleanField()
+    coerces_digit_strings = serializers.BooleanField(
+        help_text="an integer parameter that also takes a string of digits (the tool schema may say so with a "
+                  "digits-only pattern)")
+
+    class Meta:
+        ref_name = "BindingParam"
+
+
+class BuiltinBindingSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="the value of a tool's binding")
+    kind = serializers.ChoiceField(choices=["builtin"])
+    description = serializers.CharField()
+    params = BindingParamSerializer(many=True, help_text="map each required one in the tool's argument_map")
+
+    class Meta:
+        ref_name = "BuiltinBinding"
+
+
+class BindingKindSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["http", "fixture", "mcp"])
+    description = serializers.CharField()
+    schema = serializers.DictField(help_text="the JSON Schema (2020-12) of a binding of this kind")
+
+    class Meta:
+        ref_name = "BindingKind"
+
+
+class BindingListApi(ApiView):
+    required_perms = {"GET": roles.VIEW_HARNESS}
+
+    class OutputSerializer(serializers.Serializer):
+        description = serializers.CharField()
+        builtin = BuiltinBindingSerializer(many=True)
+        kinds = BindingKindSerializer(many=True, help_text="the open kinds: a tool's binding {kind: ..., ...}")
+
+        class Meta:
+            ref_name = "BindingCatalog"
+
+    @extend_schema(tags=[HARNESS_TAG], operation_id="binding_list",
+                   description="What a manifest tool can be bound to: the built-in bindings with their signatures "
+                               "and the open kinds (http, fixture, mcp) with their schemas.",
+                   responses={200: OutputSerializer, **ERRORS_READ})
+    def get(self, request):
+        schemas = binding_kind_schemas()
+        kinds = [{"kind": kind, "description": schema.get("description", ""), "schema": schema}
+                 for kind, schema in schemas.items()]
+        return Response(self.OutputSerializer({"description": BINDING_DESCRIPTION, "builtin": binding_catalog(),
+                                               "kinds": kinds}).data)

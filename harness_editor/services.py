@@ -18,7 +18,8 @@ from console.errors import EditConflict, InvalidTransition, NotAllowed, Validati
 from console.services import audit_record
 from harness_editor import gate
 from harness_editor.models import Harness, HarnessVersion, Label
-from harness_editor.schemas import Manifest, content_hash, manifest_to_json
+from harness_editor.schemas import MAX_MANIFEST_BYTES, Manifest, manifest_to_json
+from harness_editor.schemas.loading import TOO_LARGE_MESSAGE, text_content_hash
 
 Status = HarnessVersion.Status
 SLUG_RE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
@@ -70,14 +71,24 @@ def version_create_draft(*, user, harness: Harness, manifest: Manifest, parent: 
                                change_note=change_note)
 
 
+def _canonical(manifest: Manifest) -> tuple[str, str]:
+    """(canonical JSON, content hash) of a manifest to store; one more than the size limit is refused here, so no
+    way in (YAML, JSON text, a JSON object, a form, a service caller with a Manifest) stores more."""
+    text = manifest_to_json(manifest)
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
+        raise ValidationFailed("the manifest is too large", errors=[{"path": "", "message": TOO_LARGE_MESSAGE}])
+    return text, text_content_hash(text)
+
+
 def _version_insert(*, user, harness: Harness, manifest: Manifest, parent: HarnessVersion | None,
                     change_note: str) -> HarnessVersion:
     # Lock the harness row so concurrent drafts get distinct, gap-free numbers.
     Harness.objects.select_for_update().filter(pk=harness.pk).first()
     number = (harness.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+    manifest_json, manifest_hash = _canonical(manifest)
     version = HarnessVersion.objects.create(
         harness=harness, number=number, parent=parent, author=user, change_note=change_note,
-        manifest_json=manifest_to_json(manifest), content_hash=content_hash(manifest),
+        manifest_json=manifest_json, content_hash=manifest_hash,
     )
     audit_record(actor=user, action="version.created", scope=_scope(harness), target=f"version:{number}",
                  to_state=Status.DRAFT, comment=change_note,
@@ -93,9 +104,10 @@ def version_save_draft(*, user, version: HarnessVersion, manifest: Manifest, loc
     _require(user, roles.EDIT_DRAFT, "edit drafts")
     if version.author_id != user.id:
         raise NotAllowed("only the author edits a draft; start your own draft from this version")
+    manifest_json, manifest_hash = _canonical(manifest)
     fields = {
-        "manifest_json": manifest_to_json(manifest),
-        "content_hash": content_hash(manifest),
+        "manifest_json": manifest_json,
+        "content_hash": manifest_hash,
         "lock_version": F("lock_version") + 1,
         "updated_at": timezone.now(),
     }

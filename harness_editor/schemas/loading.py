@@ -59,8 +59,22 @@ def control_character_errors(data: Any) -> list[FieldError]:
 
 
 # json.dumps writes every control character as an escape: \b, \f or \u00XX (tab, line feed and carriage return as
-# \t, \n, \r). A match may be a false alarm (an escaped backslash before "b"); the walk above then decides.
+# \t, \n, \r), and a backslash as two.
 _ESCAPED_CONTROL = re.compile(r"\\(?:[bf]|u00(?:0[0-8bcef]|1[0-9a-f]))")
+
+
+def _has_control_escape(text: str) -> bool:
+    """Does compact JSON text escape a control character? A match is one only after an even run of backslashes
+    (a regex's "\\b" is dumped "\\\\b": an escaped backslash, then "b")."""
+    for m in _ESCAPED_CONTROL.finditer(text):
+        start = m.start()
+        while start > 0 and text[start - 1] == "\\":
+            start -= 1
+        if (m.start() - start) % 2 == 0:
+            return True
+    return False
+
+
 TOO_LARGE_MESSAGE = (f"manifest is larger than {MAX_MANIFEST_BYTES} bytes (the same limit for YAML, JSON text and "
                      "a JSON object, measured as compact JSON)")
 
@@ -114,7 +128,7 @@ def _measure(data: Any) -> tuple[bool, bool]:
         return _compact_json_size(data) > MAX_MANIFEST_BYTES, True
     if _text_too_large(text):
         return True, True
-    return False, _ESCAPED_CONTROL.search(text) is not None
+    return False, _has_control_escape(text)
 
 
 def check_manifest_size(data: Any) -> None:
@@ -303,7 +317,12 @@ def manifest_to_json(m: Manifest) -> str:
 
 
 def content_hash(m: Manifest) -> str:
-    return hashlib.sha256(manifest_to_json(m).encode("utf-8")).hexdigest()
+    return text_content_hash(manifest_to_json(m))
+
+
+def text_content_hash(canonical_json: str) -> str:
+    """:func:`content_hash` of a manifest whose canonical JSON is already at hand."""
+    return hashlib.sha256(canonical_json.encode("utf-8")).hexdigest()
 
 
 class _Dumper(yaml.SafeDumper):
