@@ -16,9 +16,10 @@ SKILL_RENAME_THRESHOLD = 0.6
 
 
 def skill_similarity(a: Skill, b: Skill) -> float:
-    """The body weighs most (a renamed skill usually keeps its text), then the description, the id and the kind."""
-    return (0.2 * name_similarity(a.id, b.id) + 0.45 * text_similarity(a.body, b.body)
-            + 0.25 * text_similarity(a.description, b.description) + 0.1 * (a.kind == b.kind))
+    """The body weighs most (a renamed skill usually keeps its text, perhaps reordered: the words are compared as a
+    bag), then the description (which may be blanked), the id and the kind."""
+    return (0.15 * name_similarity(a.id, b.id) + 0.55 * text_similarity(a.body, b.body)
+            + 0.2 * text_similarity(a.description, b.description) + 0.1 * (a.kind == b.kind))
 
 
 def _skill_fields(old: Skill, new: Skill) -> list[Change]:

@@ -75,6 +75,20 @@ def _look_similarity(a: _Look, b: _Look) -> float:
             + _DESCRIPTION_W * bag_similarity(a.words, b.words))
 
 
+def binding_identity(binding: Any) -> tuple[str, ...] | None:
+    """What a binding calls, when that names one implementation: a built-in id, an HTTP endpoint + method + path,
+    an MCP server + tool named explicitly (an empty ``tool`` means the manifest tool's own name, which a rename
+    changes). Fixtures and unbound tools have no identity."""
+    kind = binding_kind(binding)
+    if kind == "builtin":
+        return ("builtin", binding)
+    if kind == "http":
+        return ("http", binding.endpoint, binding.method, binding.path)
+    if kind == "mcp" and binding.tool:
+        return ("mcp", binding.server, binding.tool)
+    return None
+
+
 def tool_similarity(a: Tool, b: Tool) -> float:
     """0..1: how likely ``b`` is ``a`` renamed (name, parameter schema, binding, description)."""
     return _look_similarity(_look(a), _look(b))
@@ -156,8 +170,20 @@ def diff_tools(old: Manifest, new: Manifest) -> tuple[list[Change], dict[str, st
     new_by = {t.name: t for t in new.tools}
     removed = [t for t in old.tools if t.name not in new_by]
     added = [t for t in new.tools if t.name not in old_by]
+    # A removed and an added tool that alone call the same implementation are one tool renamed, whatever else
+    # changed (HSA renames tools, their parameters and descriptions and keeps the binding).
+    old_ids = Counter(binding_identity(t.binding) for t in removed)
+    new_ids = Counter(binding_identity(t.binding) for t in added)
+
+    def score(a: _Look, b: _Look) -> float:
+        s = _look_similarity(a, b)
+        same = binding_identity(a.tool.binding)
+        if same is not None and same == binding_identity(b.tool.binding) and old_ids[same] == new_ids[same] == 1:
+            s = max(s, TOOL_RENAME_THRESHOLD)
+        return s
+
     renames = [(a.tool, b.tool) for a, b in pair_by_score([_look(t) for t in removed], [_look(t) for t in added],
-                                                          _look_similarity, TOOL_RENAME_THRESHOLD)]
+                                                          score, TOOL_RENAME_THRESHOLD)]
     renamed_old = {o.name for o, _ in renames}
     renamed_new = {n.name for _, n in renames}
     for t in removed:

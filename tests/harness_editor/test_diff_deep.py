@@ -618,3 +618,29 @@ def test_the_diff_imports_no_django() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_tool_that_alone_keeps_its_implementation_is_renamed_whatever_else_changed() -> None:
+    def remake(d: dict[str, Any]) -> None:
+        t = tool(d, "check_stock")  # catalog.stock: the only tool bound to it
+        t["description"] = "Inventory on hand for a listing."
+        t["parameters"] = {"type": "object", "properties": {"query": {"type": "object", "properties": {
+            "listing": {"type": "string", "pattern": "^[0-9]+$"}}, "required": ["listing"]}}, "required": ["query"]}
+        t["argument_map"] = {"link_id": "query.listing"}
+        _rename(d, "check_stock", "inventory_for")
+
+    d = diff_manifests(BASE, edited(remake))
+    assert at(d, "tools[inventory_for].name").before == "check_stock"
+    assert at(d, "tools[inventory_for].parameters.properties.link_id").kind == "removed"
+    assert at(d, "tools[inventory_for].parameters.properties.query").breaking  # a new required parameter
+
+    def remake_twice(d: dict[str, Any]) -> None:  # two new tools on the same implementation: no identity
+        remake(d)
+        twin = copy.deepcopy(tool(d, "inventory_for"))
+        twin["name"] = "stock_twin"
+        twin["description"] = "Something else entirely, sharing the implementation."
+        d["tools"].append(twin)
+
+    d = diff_manifests(BASE, edited(remake_twice))
+    assert not [c for c in d.changes if c.kind == "renamed"]
+    assert at(d, "tools[check_stock]").kind == "removed"
