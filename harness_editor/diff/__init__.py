@@ -11,7 +11,8 @@ Rules, in short:
   a removed and an added skill are alike enough (id, body, description, kind; a scored matching, :mod:`.matching`);
   per field: kind (breaking), description and body (text diff), allowed_tools (breaking when a tool is taken away);
 - tools (:mod:`.tools`): added; removed (breaking); renamed (breaking) when a removed and an added tool are alike
-  enough (name, parameter schema, binding, description; scored, best pairs first, never by position);
+  enough (name, parameter schema, binding, description; scored, best pairs first, never by position), or are
+  the only two calling one implementation (a built-in id, an HTTP endpoint + path, an MCP server + tool);
   description (text diff); the parameter schema at any depth (:mod:`.schema`: properties, items, prefixItems,
   additionalProperties, anyOf/oneOf/allOf, local $ref), each change at its schema path and breaking when the schema
   narrows (property removed, new required property, type narrowed, enum value removed, bound tightened);
