@@ -3,7 +3,8 @@
 Run over stdio (``python mcp_test_server.py stdio``: what a stdio binding spawns) or streamable HTTP
 (``python mcp_test_server.py http --port N [--token T]``: the tests start it on a free port and stop it after).
 
-Its tools cover what a binding must handle: structured output (``orders.lookup``, ``orders.cancel``), a JSON
+Its tools cover what a binding must handle: structured output (``orders.lookup``, ``orders.cancel``, ``orders.create`` with nested
+models in its input schema), a JSON
 text answer (``orders.refund_status``), a plain-text answer with a name that is not a valid manifest tool name
 (``orders/track``), a tool that raises (``orders.fail``: an ``isError`` result), one that sleeps
 (``orders.slow``: timeouts), and ``debug.echo`` that answers with what it was sent (the request's Authorization
@@ -35,6 +36,16 @@ class Order(BaseModel):
     items: list[str]
 
 
+class Item(BaseModel):
+    sku: str
+    qty: int = 1
+
+
+class Customer(BaseModel):
+    id: str
+    email: str | None = None
+
+
 class Cancellation(BaseModel):
     order_id: str
     cancelled: bool
@@ -59,6 +70,10 @@ def build_server() -> MCPServer:
         if order is None:
             raise ValueError(f"no order {order_id}")
         return Cancellation(order_id=order_id, cancelled=order["status"] != "shipped", reason=reason)
+
+    @server.tool(name="orders.create", description="Create an order for a customer (nested objects: $defs/$ref).")
+    def orders_create(customer: Customer, items: list[Item], note: str | None = None) -> dict[str, Any]:
+        return {"order_id": "A200", "customer": customer.id, "lines": sum(i.qty for i in items), "note": note}
 
     @server.tool(name="orders.refund_status", description="Refund status of an order, as JSON text.",
                  structured_output=False)

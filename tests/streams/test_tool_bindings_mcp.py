@@ -15,7 +15,7 @@ from tests.streams import mcp_test_server as srv
 
 TOKEN = "tok-4f1c9e2b7a"  # the HTTP server's bearer token: a secret of the binding
 SECRETS = {"orders_token": TOKEN}
-ORDER_TOOLS = {"orders.lookup", "orders.cancel", "orders.refund_status", "orders/track", "orders.fail",
+ORDER_TOOLS = {"orders.lookup", "orders.cancel", "orders.create", "orders.refund_status", "orders/track", "orders.fail",
                "orders.slow", "debug.echo"}
 
 
@@ -67,6 +67,15 @@ def test_call_structured_output(server):
         "order_id": "A100", "status": "shipped", "total": 59.9, "items": ["serum 30ml"]}
     assert call_mcp_tool(server, "orders.cancel", {"order_id": "A101", "reason": "late"}, timeout_s=10,
                          secrets=SECRETS) == {"order_id": "A101", "cancelled": True, "reason": "late"}
+
+
+def test_call_with_nested_arguments(server):
+    tools = {t["name"]: t for t in list_mcp_tools(server, secrets=SECRETS)}
+    assert tools["orders.create"]["inputSchema"]["properties"]["customer"] == {"$ref": "#/$defs/Customer"}
+    result = call_mcp_tool(server, "orders.create", {"customer": {"id": "c7"}, "items": [{"sku": "s1", "qty": 2},
+                                                                                          {"sku": "s2"}]},
+                           timeout_s=10, secrets=SECRETS)
+    assert result == {"order_id": "A200", "customer": "c7", "lines": 3, "note": None}
 
 
 def test_call_json_text_and_plain_text(server):

@@ -17,10 +17,10 @@ from streams.tool_bindings.mcp import McpServer
 from tests.streams import mcp_test_server as srv
 
 TOKEN = "tok-import-93c1d0"
-REMOTE = ["orders.lookup", "orders.cancel", "orders.refund_status", "orders/track", "orders.fail", "orders.slow",
-          "debug.echo"]
-IMPORTED = ["orders_lookup", "orders_cancel", "orders_refund_status", "orders_track", "orders_fail", "orders_slow",
-            "debug_echo"]
+REMOTE = ["orders.lookup", "orders.cancel", "orders.create", "orders.refund_status", "orders/track", "orders.fail",
+          "orders.slow", "debug.echo"]
+IMPORTED = ["orders_lookup", "orders_cancel", "orders_create", "orders_refund_status", "orders_track", "orders_fail",
+            "orders_slow", "debug_echo"]
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +70,20 @@ def test_preview_renames_and_reports_and_saves_nothing(mcp_settings, manager, dr
     renames = {c["remote"]: c for c in plan.change_dicts() if c["kind"] == "renamed"}
     assert set(renames) == set(REMOTE)  # every one of these names has a dot or a slash
     assert renames["orders/track"]["message"].startswith("'orders/track' -> 'orders_track'")
-    assert renames["orders/track"]["path"] == "tools[3].name"
+    assert renames["orders/track"]["path"] == "tools[4].name"
     assert HarnessVersion.objects.count() == count
 
 
 def test_save_creates_a_draft_with_bound_tools(mcp_settings, manager, draft):
     new, plan = services.mcp_import_save(user=manager, version=draft, server="orders",
-                                         select=["orders.lookup", "orders/track"])
+                                         select=["orders/track", "orders.lookup", "orders.create"])
     assert new.status == HarnessVersion.Status.DRAFT and new.parent_id == draft.id and new.author_id == manager.id
     assert new.number == draft.number + 1
-    assert new.change_note == "Imported 2 tools from MCP server 'orders'"
+    assert new.change_note == "Imported 3 tools from MCP server 'orders'"
     manifest = new.manifest
-    assert [t.name for t in manifest.tools] == [t.name for t in draft.manifest.tools] + ["orders_lookup",
-                                                                                       "orders_track"]
+    assert [t.name for t in manifest.tools] == [t.name for t in draft.manifest.tools] + [
+        "orders_lookup", "orders_create", "orders_track"]  # the server's order
+    assert _tool(manifest, "orders_create").parameters["$defs"]["Item"]["required"] == ["sku"]
     binding = _tool(manifest, "orders_track").binding
     assert isinstance(binding, McpBinding) and (binding.server, binding.tool) == ("orders", "orders/track")
     from console.models import AuditEvent
@@ -90,6 +91,7 @@ def test_save_creates_a_draft_with_bound_tools(mcp_settings, manager, draft):
     event = AuditEvent.objects.filter(action="version.tools_imported").latest("id")
     assert event.data["server"] == "orders"
     assert event.data["tools"] == [{"name": "orders_lookup", "remote": "orders.lookup"},
+                                   {"name": "orders_create", "remote": "orders.create"},
                                    {"name": "orders_track", "remote": "orders/track"}]
     assert {c["kind"] for c in event.data["changes"]} == {"renamed"}
 
