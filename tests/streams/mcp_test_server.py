@@ -3,12 +3,13 @@
 Run over stdio (``python mcp_test_server.py stdio``: what a stdio binding spawns) or streamable HTTP
 (``python mcp_test_server.py http --port N [--token T]``: the tests start it on a free port and stop it after).
 
-Its tools cover what a binding must handle: structured output (``orders.lookup``, ``orders.cancel``, ``orders.create`` with nested
-models in its input schema), a JSON
-text answer (``orders.refund_status``), a plain-text answer with a name that is not a valid manifest tool name
-(``orders/track``), a tool that raises (``orders.fail``: an ``isError`` result), one that sleeps
-(``orders.slow``: timeouts), and ``debug.echo`` that answers with what it was sent (the request's Authorization
-header, an environment variable) so tests can prove a secret reached the server and never came back out.
+Its tools cover what a binding must handle: structured output (``orders.lookup``, ``orders.cancel``, and
+``orders.create`` with nested models in its input schema), a JSON text answer (``orders.refund_status``), a
+plain-text answer with a name that is not a valid manifest tool name (``orders/track``), a tool that raises
+(``orders.fail``: an ``isError`` result), one that sleeps (``orders.slow``: timeouts), and ``debug.echo`` that
+answers with what it was sent (the request's Authorization header, an environment variable) so tests can prove a
+secret reached the server and never came back out. The server and its tools are built on demand
+(:func:`build_server`): importing this module for its helpers starts nothing.
 """
 
 from __future__ import annotations
