@@ -30,13 +30,21 @@ def test_seed_demo_creates_users_per_role_and_a_harness_with_history(capsys):
     assert v1.status == "approved" and v1.decided_by_id != v1.author_id
     assert dict(tiny.labels.values_list("name", "version__number")) == {"production": 1}
     assert {t.name for t in v1.manifest.tools} == {"lookup_product", "check_stock", "get_shipping", "get_deals"}
+    # a harness from outside the live room, in production, with its own scenario
+    desk = Harness.objects.get(slug="order-desk").versions.get()
+    assert desk.status == "approved" and desk.decided_by_id != desk.author_id
+    assert len(desk.manifest.tools) == 16 and desk.manifest.conventions.speaker_label == "customer"
+    assert {t.binding.kind for t in desk.manifest.tools} == {"fixture"}
+    from streams.models import Scenario
+
+    assert Scenario.objects.get(slug="order-desk-day").parsed().fixtures
 
 
 def test_seed_demo_is_idempotent():
     call_command("seed_demo")
     call_command("seed_demo")
-    assert Harness.objects.count() == 2
-    assert HarnessVersion.objects.count() == 4
+    assert Harness.objects.count() == 3
+    assert HarnessVersion.objects.count() == 5
 
 
 @pytest.mark.parametrize("url", [

@@ -1,4 +1,6 @@
-"""Create the demo users (one per role), the demo harness with a short history, register the committed demo
+"""Create the demo users (one per role), the demo harness with a short history, the tiny-room harness, the
+order-desk harness (a customer-service agent from outside the live room, fixture-bound tools) with its scenario,
+register the committed demo
 model as a base model for training jobs, import the eval sets the project ships (T1–T3 from data/evals, T4 from
 data/ifeval) as their first versions, register make run's vLLM-CPU server (profile vllm-cpu, endpoint local) and the
 live deployment tiny-room-live (tiny-room@production, the demo model; proposed by ivan, approved by carol), and set
@@ -47,6 +49,11 @@ TINY_SLUG = "tiny-room"
 DEMO_PROFILE = "vllm-cpu"
 DEMO_PROFILE_SPEC = {"kind": "vllm", "enable_lora": True, "max_lora_rank": 16, "runtime_lora_updating": True}
 DEMO_DEPLOYMENT = "tiny-room-live"
+# A harness from outside the live room (issue 13): a customer-service agent whose 16 tools answer from fixtures, so
+# it previews and plays its support-shift scenario without the shop's backend.
+ORDER_DESK_SLUG = "order-desk"
+ORDER_DESK_SCENARIO = Path(__file__).resolve().parents[3] / "data" / "harnesses" / "order_desk_scenarios" / \
+    "order-desk-day.yaml"
 
 
 def _demo(name: str):
@@ -55,7 +62,7 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the demo live-room catalog, the demo scenarios, the demo base model, the shipped eval sets and the "
+            "the tiny-room and order-desk harnesses, the demo live-room catalog, the demo scenarios, the demo base model, the shipped eval sets and the "
             "demo harness's approval gate.")
 
     def add_arguments(self, parser):
@@ -81,8 +88,14 @@ class Command(BaseCommand):
             self._seed_harness(users)
         if not Harness.objects.filter(slug=TINY_SLUG).exists():
             self._seed_tiny_harness(users)
+        if not Harness.objects.filter(slug=ORDER_DESK_SLUG).exists():
+            self._seed_order_desk(users)
         stream_services.catalog_seed_demo()
         stream_services.scenarios_seed_demo()
+        # the order desk's own scenario (kept out of streams/scenarios: those are the live room's demo scenarios,
+        # which HSA answers with the live-commerce reference policy); unchanged text is not rewritten
+        stream_services.scenario_import(yaml_text=ORDER_DESK_SCENARIO.read_text(encoding="utf-8"),
+                                        user=users["alice"])
         stream_services.model_endpoint_ensure_default()
         base = training_services.demo_base_model()  # idempotent: one registry row per model directory
         self.stdout.write(self.style.SUCCESS(f"Base model for training jobs: {base.name}"))
@@ -152,6 +165,21 @@ class Command(BaseCommand):
             services.version_submit(user=alice, version=v3, comment="breaking tool change, please check")
         self.stdout.write(self.style.SUCCESS(f"Seeded harness '{DEMO_SLUG}': v1 production, v2 staging, "
                                              "v3 submitted for review"))
+
+    def _seed_order_desk(self, users) -> None:
+        alice, carol = users["alice"], users["carol"]
+        with transaction.atomic():
+            v1 = services.harness_create(user=alice, slug=ORDER_DESK_SLUG, name="Order desk",
+                                         description="A customer-service agent brought in from outside the live "
+                                                     "room: orders, returns, refunds, under a written policy; its "
+                                                     "tools answer from fixtures.",
+                                         manifest=_demo("order_desk"), change_note="Brought in with fixture bindings")
+            services.version_submit(user=alice, version=v1, comment="policy and fixtures in place")
+            v1 = services.version_approve(user=carol, version=v1, comment="identity check before every change")
+            services.label_move(user=carol, harness=v1.harness, name="production", version=v1,
+                                comment="order desk go-live")
+        self.stdout.write(self.style.SUCCESS(f"Seeded harness '{ORDER_DESK_SLUG}': v1 production (a customer-service "
+                                             "harness with fixture-bound tools; scenario order-desk-day)"))
 
     def _seed_tiny_harness(self, users) -> None:
         alice, carol = users["alice"], users["carol"]
