@@ -22,8 +22,20 @@ from training_jobs.hsa.operators import (
     relabel_target,
     validate_state,
 )
-from training_jobs.hsa.relabel import TO_STRING, RenameMap, implementation_arguments, relabel_arguments
-from training_jobs.hsa.samples import LoadSkill, ToolCall, canonical_target, scenario_samples, tiny_model_samples
+from training_jobs.hsa.relabel import (
+    TO_STRING,
+    RenameMap,
+    implementation_arguments,
+    relabel_arguments,
+    undeclared_arguments,
+)
+from training_jobs.hsa.samples import (
+    LoadSkill,
+    ToolCall,
+    canonical_target,
+    scenario_samples,
+    tiny_model_samples,
+)
 
 NAMES = list(OPERATORS)
 
@@ -63,6 +75,8 @@ def _check_chain(sample, chain_names, seed, pool="train"):
             tool, orig = manifest.tool(new.name), sample.manifest.tool(old.name)
             assert tool is not None and tool.binding == orig.binding
             assert validate_arguments(tool, dict(new.arguments)) == []
+            # every argument where the augmented schema declares it (additionalProperties allowing strays or not)
+            assert undeclared_arguments(tool.parameters, new.arguments) == []
             assert implementation_arguments(tool, new.arguments) == implementation_arguments(orig, old.arguments)
             room = dict(sample.room)
             assert call_tool(manifest, copy.deepcopy(room), new.name, dict(new.arguments)) == call_tool(

@@ -367,7 +367,8 @@ DECOY_FIXTURE: dict = {"kind": "fixture", "cases": [], "default": {"found": Fals
 
 def _verb_alternation(pool: Pool) -> str:
     verbs = set(READ_VERBS[pool]) | {v for vs in ACTION_VERBS[pool].values() for v in vs}
-    return "|".join(sorted((re.escape(v.rstrip("_")) for v in verbs), key=len, reverse=True))
+    verbs |= {v.split("_")[0] + "".join(w.title() for w in v.split("_")[1:]) for v in verbs}  # kick_up, kickUp
+    return "|".join(sorted((re.escape(v) for v in verbs), key=len, reverse=True))
 
 
 # Generated held-out names, as they show in text: a held-out verb first, or a held-out word last.

@@ -115,7 +115,7 @@ def tool_name_options(name: str, pool: N.Pool) -> list[str]:
             out.append(_camel([v, *o]))
         if verb is not None and o != obj:
             out.append(_snake([verb, *o]))
-    out += [_camel(ws)] if len(ws) > 1 else []
+    out += [_camel(ws)] if len(ws) > 1 and pool == "train" else []  # (held-out names carry held-out words)
     seen: set[str] = set()
     return [o for o in out if o != name and not (o in seen or seen.add(o)) and _ok_tool(o, pool)]
 
