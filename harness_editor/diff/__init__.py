@@ -35,7 +35,7 @@ from harness_editor.diff.changes import (
     ManifestDiff,
     text_diff,
 )
-from harness_editor.diff.schema import flatten_params, schema_changes
+from harness_editor.diff.schema import schema_changes
 from harness_editor.diff.sections import diff_constraints, diff_hooks, diff_prompt
 from harness_editor.diff.skills import diff_skills
 from harness_editor.diff.tools import diff_tools
@@ -48,7 +48,6 @@ __all__ = [
     "Component",
     "ManifestDiff",
     "diff_manifests",
-    "flatten_params",
     "schema_changes",
     "text_diff",
 ]

@@ -36,24 +36,6 @@ _HANDLED = frozenset({
 _MAX_DEPTH = 64
 
 
-def flatten_params(schema: dict[str, Any], prefix: str = "", parent_required: bool = True) -> dict[str, dict[str, Any]]:
-    """Dotted parameter path → {"node", "required"} through nested object ``properties``, in schema order.
-    A nested parameter counts as required only if every object above it is required too."""
-    out: dict[str, dict[str, Any]] = {}
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(props, dict):
-        return out
-    required = set(schema.get("required") or [])
-    for name, node in props.items():
-        path = f"{prefix}{name}"
-        is_required = parent_required and name in required
-        node = node if isinstance(node, dict) else {}
-        out[path] = {"node": node, "required": is_required}
-        if isinstance(node.get("properties"), dict):
-            out.update(flatten_params(node, f"{path}.", is_required))
-    return out
-
-
 # --- what a schema accepts ---------------------------------------------------------------------------------
 
 
