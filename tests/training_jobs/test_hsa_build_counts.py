@@ -1,6 +1,6 @@
 """Per-operator counts on every build, shown where build statistics are shown (issue 13, section 5): the dataset
 page lists applied / skipped / dropped for each operator and marks an operator that never fired on the build's
-harnesses; the API's stats carry the same counts."""
+harnesses; the API's stats carry the same counts; a foreign harness builds through the service."""
 
 from __future__ import annotations
 
@@ -47,3 +47,19 @@ def test_api_stats_carry_the_counts(client, ml_staff, stats):
     assert resp.status_code == 200, resp.content
     ops = resp.json()["stats"]["operators"]
     assert ops["switch_id_types"]["applied"] == 0 and ops["switch_id_types"]["skipped"] > 0
+
+
+def test_service_build_of_a_foreign_harness_is_not_refused_for_ordinary_words(tmp_path):
+    """The trial's failure: ``held-out names in a training split: obtain`` (the order desk's policy says "Obtain the
+    customer's consent"). The service's build (build, write, leak check, rename into place) now keeps it, and its
+    stats.json carries the per-operator counts."""
+    import json
+
+    from training_jobs import services
+
+    samples = written_samples(load_demo_manifest("order_desk"), load_turns(TURNS))
+    out = tmp_path / "desk"
+    result = services.build_artifact(samples, out, kind="hsa", recipe=Recipe(seed=1, variants_per_sample=3))
+    assert result.stats.rows == 36 and (out / "dataset").is_dir()
+    stored = json.loads((out / "stats.json").read_text())
+    assert all("skipped" in o for o in stored["operators"].values())
