@@ -361,6 +361,7 @@ def main() -> int:
     p.add_argument("--client-procs", type=int, default=4, help="processes the WebSocket viewers are spread over")
     p.add_argument("--web-procs", type=int, default=1,
                    help="daphne processes (as behind a proxy); viewers are spread over them (default 1, as make run)")
+    p.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the ASGI server of the web process")
     p.add_argument("--json", default="", help="write the figures here as JSON")
     args = p.parse_args()
 
@@ -417,10 +418,11 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     runner = start_runner_worker(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, queue, logs / "live-bench-runner.log",
                                  concurrency)
     # liveness, not readiness: readiness also wants the batch workers, which this benchmark does not start
-    web = start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-daphne.log", probe="/health/live")
-    webs = [web] + [start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / f"live-bench-daphne-{k}.log",
-                                 probe="/health/live") for k in range(1, args.web_procs)]
-    daphne_pid = next(p.pid for name, p in procs.items if name == "daphne")
+    web = start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-web.log", probe="/health/live",
+                       server=args.server)
+    webs = [web] + [start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / f"live-bench-web-{k}.log",
+                                 probe="/health/live", server=args.server) for k in range(1, args.web_procs)]
+    daphne_pid = next(p.pid for name, p in procs.items if name == args.server)
     cookie = session_cookie(VIEWER_USER)
     load_avg = os.getloadavg()
     log(f"load average at start: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")

@@ -142,16 +142,25 @@ def start_worker(procs: Procs, env: dict, log_path: Path) -> None:
     raise RuntimeError(f"celery worker did not answer within 90 s; see {log_path}")
 
 
-def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/") -> str:
+# As `make run` and the systemd unit run it (console.asgi_server.UVICORN_FLAGS).
+UVICORN_FLAGS = ("--ws", "websockets", "--loop", "uvloop", "--http", "httptools", "--lifespan", "off")
+ASGI_SERVERS = {
+    "daphne": lambda port: ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"],
+    "uvicorn": lambda port: ["-m", "uvicorn", *UVICORN_FLAGS, "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning", "--no-access-log", "console.asgi:application"],
+}
+
+
+def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/", server: str = "daphne") -> str:
+    """The console's ASGI app in a web server process (daphne as deployed, or another ASGI server to compare)."""
     import httpx
 
     from training_jobs.tiny_model.serve import free_port
 
     port = free_port()
     out = open(log_path, "wb")  # noqa: SIM115
-    proc = procs.add("daphne", subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"],
-        cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+    proc = procs.add(server, subprocess.Popen(
+        [sys.executable, *ASGI_SERVERS[server](port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -161,7 +170,7 @@ def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"daphne did not start; see {log_path}")
+            raise RuntimeError(f"{server} did not start; see {log_path}")
         time.sleep(0.2)
 
 

@@ -108,10 +108,13 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if ENV.redis_url:
-    # redis-py 8 reads with a 5 s socket timeout by default, the same as channels-redis' 5 s BZPOPMIN: on a busy
-    # machine the read timed out first and the consumer died (WebSocket closed 1011). Read longer than the pop.
+    # Redis pub/sub: a group message is one PUBLISH that Redis pushes to each subscribed process at once (the core
+    # layer's sorted-set bookkeeping and per-channel lists cost two more round trips and a pop per process: about
+    # 2-8 ms against 1 at the median, bench/live_bench.py). Nothing is kept for a process that is not listening,
+    # which the event feeds never relied on: they fill gaps from the database (streams/event_feed.py).
+    # The socket timeout stays well above the receiver's 0.1 s polls on a busy machine.
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+        "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
                     "CONFIG": {"hosts": [{"address": ENV.redis_url, "socket_timeout": 30,
                                           "socket_connect_timeout": 5, "socket_keepalive": True}]}}
     }
