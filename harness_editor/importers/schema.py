@@ -18,18 +18,11 @@ from harness_editor.importers.pytypes import (
     python_type_schema,
 )
 from harness_editor.schemas.errors import _join
+from harness_editor.schemas.tool_schema import ANNOTATION_PREFIX, SCHEMA_KEYWORDS
 
-KEYWORDS = frozenset({
-    "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$comment", "$defs", "definitions",
-    "prefixItems", "items", "contains", "additionalProperties", "properties", "patternProperties",
-    "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not",
-    "unevaluatedItems", "unevaluatedProperties",
-    "type", "const", "enum", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
-    "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
-    "maxProperties", "minProperties", "required", "dependentRequired",
-    "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples",
-    "format", "contentEncoding", "contentMediaType", "contentSchema",
-})
+# What the harness's schema check knows (the 2020-12 vocabulary and older drafts' leftovers), less $schema: the
+# harness reads 2020-12 whatever a definition declares, and the importer converts the draft-07 forms itself.
+KEYWORDS = SCHEMA_KEYWORDS - {"$schema"}
 _SUB = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
         "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 _SUB_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -155,6 +148,9 @@ def _normalize(node: Any, path: str, rec: Recorder, depth: int) -> tuple[Any, bo
             continue
         if key == "additionalItems":
             continue  # handled with list-form items below
+        if isinstance(key, str) and key.startswith(ANNOTATION_PREFIX) and key != "$schema":
+            out[key] = value  # a keyword of one's own (x-...): the harness keeps these as they are
+            continue
         if key not in KEYWORDS:
             rec.add(at, "dropped_key", f"dropped {key!r}: not a JSON Schema keyword")
             continue
@@ -234,6 +230,8 @@ def _fix_required(out: dict[str, Any], req: tuple[list[str], list[str]], path: s
         rec.add(at, "dropped_key", f"dropped required {_short(given)}: not a list of property names")
         given = []
     props = out.get("properties") if isinstance(out.get("properties"), dict) else None
+    if props is None and "properties" not in out and out.get("type") == "object":
+        props = {}  # an object that declares no properties: a required name would never be described
     names: list[str] = []
     for name in [*given, *req[0]]:
         if name in names:
@@ -244,8 +242,8 @@ def _fix_required(out: dict[str, Any], req: tuple[list[str], list[str]], path: s
             if name in given:
                 rec.add(at, "dropped_key", f"{name!r} left out of required: the property is optional")
             continue
-        if props is not None and name not in props and not out.get("patternProperties") \
-                and out.get("additionalProperties") in (None, False):
+        if props is not None and name not in props and "patternProperties" not in out \
+                and not isinstance(out.get("additionalProperties"), dict):
             rec.add(at, "dropped_key", f"{name!r} left out of required: there is no such property")
             continue
         names.append(name)

@@ -248,7 +248,7 @@ def test_python_types_inside_a_json_schema_and_draft_07_forms():
             "flag": {"type": "boolean", "required": True},
             "opt": {"type": "str", "optional": True},
             "lim": {"type": "number", "maximum": 5, "exclusiveMaximum": True},
-            "x": {"type": "string", "requried": True, "x-internal": 1},
+            "x": {"type": "string", "requried": True, "x-internal": 1, "vendor": 2},
             "nested": {"type": "object", "properties": {"q": "optional[int]"}, "required": ["q", "zz"]},
         }, "required": ["w", "opt", "missing", "w"]}}])
     p = r.tools[0]["parameters"]
@@ -256,7 +256,7 @@ def test_python_types_inside_a_json_schema_and_draft_07_forms():
     assert p["properties"]["point"] == {"type": "array", "prefixItems": [{"type": "number"}] * 2, "items": False}
     assert p["properties"]["note"] == {"type": ["string", "null"]}
     assert p["properties"]["lim"] == {"type": "number", "exclusiveMaximum": 5}
-    assert p["properties"]["x"] == {"type": "string"}
+    assert p["properties"]["x"] == {"type": "string", "x-internal": 1}
     assert p["properties"]["nested"] == {"type": "object", "properties": {"q": {"type": "integer"}}}
     assert p["required"] == ["w", "flag"]
     paths = {(c.kind, c.path) for c in r.changes}
@@ -264,7 +264,7 @@ def test_python_types_inside_a_json_schema_and_draft_07_forms():
     for expected in [("type_mapped", f"{at}.w.type"), ("converted", f"{at}.point.items"),
                      ("converted", f"{at}.note.nullable"), ("converted", f"{at}.flag.required"),
                      ("converted", f"{at}.opt.optional"), ("converted", f"{at}.lim.exclusiveMaximum"),
-                     ("dropped_key", f"{at}.x.requried"), ("dropped_key", f"{at}.x.x-internal"),
+                     ("dropped_key", f"{at}.x.requried"), ("dropped_key", f"{at}.x.vendor"),
                      ("dropped_key", "[0].input_schema.required"), ("dropped_key", f"{at}.nested.required")]:
         assert expected in paths, expected
     msgs = " ".join(c.message for c in r.changes if c.path == "[0].input_schema.required")
@@ -428,11 +428,14 @@ _schema_nodes = st.recursive(
         ["string", "integer", "object", "array", ["string", "null"]]))}, optional={
         "description": st.text(max_size=30), "default": _json_leaf, "nullable": st.booleans(),
         "required": st.booleans(), "enum": st.lists(_json_leaf, min_size=1, max_size=3, unique_by=repr),
-        "x-vendor": _json_leaf})),
+        "x-vendor": _json_leaf, "vendor_key": _json_leaf, "additionalProperties": st.booleans(),
+        "dependencies": st.just({}), "$schema": st.just("http://json-schema.org/draft-07/schema#")})),
     lambda inner: st.one_of(
         st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(st.text(max_size=8), inner,
                                                                                          max_size=4)},
-                              optional={"required": st.lists(st.text(max_size=8), max_size=3)}),
+                              optional={"required": st.lists(st.text(max_size=8), max_size=3),
+                                        "additionalProperties": st.one_of(st.booleans(), inner)}),
+        st.fixed_dictionaries({"type": st.just("object"), "required": st.lists(st.text(max_size=8), max_size=3)}),
         st.fixed_dictionaries({"type": st.just("array"), "items": st.one_of(inner, st.lists(inner, max_size=3))})),
     max_leaves=8)
 _definitions = st.one_of(
