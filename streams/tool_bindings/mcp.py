@@ -5,13 +5,16 @@ a command spawned over stdio, or a streamable-HTTP URL. Header and environment v
 (``{secret:NAME}``), resolved from the secrets mapping at call time and never shown: every resolved value is
 scrubbed from results and errors.
 
-Sync API over the async SDK (``mcp`` 2.x ``Client``). The turn engine is synchronous and runs in threads, so each
-call runs the client in a private event loop of its own and opens its own connection: spawn (stdio) or connect
-(HTTP), handshake, one request, close. Why not a per-process loop with sessions kept per server: nothing outlives
-a call (a stdio server process is reaped before the call returns, the SDK kills its process tree on the way out,
-also on timeout), so there is no state to go stale, nothing to leak when a Celery worker forks or a thread dies,
-and one call's timeout bounds everything it started. The price is a process start (stdio) or a handshake (HTTP)
-per tool call; tool calls are a handful per turn.
+Sync API over the async SDK (``mcp`` 2.x ``Client``); the turn engine is synchronous and runs in threads.
+
+- stdio: the server keeps running between calls, one process per server (and resolved environment) per console
+  process, owned by a background event loop (:mod:`streams.tool_bindings.mcp_sessions`, which says why and how
+  it is stopped: idle, timeout, lost connection, exit). Starting an interpreter and its imports per call cost
+  1-4 s a call on this project's loaded CPU hosts; a call on a running server takes ~10 ms.
+- HTTP, and every ``tools/list``: a private event loop and connection per call (handshake, one request, close):
+  a round trip of overhead, no server-side session to go stale, nothing left behind in a web process.
+
+Every call is bounded by its timeout (starting, handshake and request together).
 
 Every failure is a tool fault the hooks understand, ``{"error": ..., "code": ...}``:
 
@@ -45,6 +48,7 @@ MAX_TIMEOUT_S = 120.0
 MAX_RESULT_BYTES = 262_144
 # Bytes of server stderr kept for an error message (a server that dies at start says why there).
 _STDERR_TAIL = 2_000
+_CONNECTION_CLOSED = -32000  # the SDK's code for a connection that ended under a request
 _SECRET_RE = re.compile(r"\{secret:([A-Za-z0-9_.\-]+)\}")
 _HIDDEN = "[secret]"
 
@@ -140,23 +144,29 @@ class _Scrubber:
 # --- the async core ---------------------------------------------------------------------------------------------
 
 
+def _stdio_client(server: McpServer, env: Mapping[str, str], timeout_s: float, errlog: Any):
+    """An unentered SDK client that spawns the server's command (``env`` resolved, added to a minimal environment),
+    its stderr going to ``errlog`` (a real file)."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]), env=dict(env))
+    return Client(stdio_client(params, errlog=errlog), mode="auto", read_timeout_seconds=timeout_s, cache=None)
+
+
 def _client(server: McpServer, secrets: Mapping[str, str], timeout_s: float, errlog: Any):
     """An unentered SDK client for the server, and the secret values it carries."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     if server.transport == "stdio":
         env, used = _resolve(server.env, secrets, "env")
-        params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]), env=env)
-        from mcp.client.stdio import stdio_client
+        return _stdio_client(server, env, timeout_s, errlog), used
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
 
-        transport = stdio_client(params, errlog=errlog)
-    else:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        headers, used = _resolve(server.headers, secrets, "header")
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
-        transport = _OwnedHttpTransport(http, streamable_http_client(server.url, http_client=http))
+    headers, used = _resolve(server.headers, secrets, "header")
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
+    transport = _OwnedHttpTransport(http, streamable_http_client(server.url, http_client=http))
     return Client(transport, mode="auto", read_timeout_seconds=timeout_s, cache=None), used
 
 
@@ -201,13 +211,9 @@ async def _with_client(server: McpServer, secrets: Mapping[str, str], timeout_s:
         except McpFault:
             raise
         except BaseException as exc:  # noqa: BLE001 - sorted into faults below; KeyboardInterrupt etc. re-raised
-            fault = _fault_from(exc, server, errlog.tail())
+            fault = _fault_from(exc, server, errlog.tail(), connected=connected)
             if fault is None:
                 raise
-            if not connected and fault.code == "mcp_error":
-                # no handshake: the server is not there to be used (it died at start, refused us, is not MCP)
-                hint = "; check its URL and headers" if server.transport == "http" else ""
-                fault = McpFault("binding_unavailable", fault.message + hint)
             raise fault from None
 
 
@@ -217,9 +223,29 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _fault_from(exc: BaseException, server: McpServer, stderr_tail: str) -> McpFault | None:
+def _fault_from(exc: BaseException, server: McpServer, stderr_tail: str, *, connected: bool = True
+                ) -> McpFault | None:
     """The fault an exception out of the SDK stands for, or None for one that is not ours to turn into a fault
-    (KeyboardInterrupt, SystemExit, a cancellation from outside)."""
+    (KeyboardInterrupt, SystemExit, a cancellation from outside). ``connected``: the handshake had succeeded;
+    before it, what would be an ``mcp_error`` means the server is not there to be used (it died at start, refused
+    us, is not MCP): ``binding_unavailable``."""
+    fault = _sdk_fault(exc, server, stderr_tail)
+    if fault is not None and not connected and fault.code == "mcp_error":
+        hint = "; check its URL and headers" if server.transport == "http" else ""
+        fault = McpFault("binding_unavailable", fault.message + hint)
+    return fault
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether an exception out of a call means the connection itself is gone or unusable (anything but an MCP
+    error about the request: unknown tool, invalid arguments)."""
+    from mcp.shared.exceptions import MCPError
+
+    leaves = _leaves(exc)
+    return not leaves or not all(isinstance(e, MCPError) and e.code != _CONNECTION_CLOSED for e in leaves)
+
+
+def _sdk_fault(exc: BaseException, server: McpServer, stderr_tail: str) -> McpFault | None:
     import anyio
     import httpx2
     from mcp.shared.exceptions import MCPError
@@ -249,7 +275,7 @@ def _fault_from(exc: BaseException, server: McpServer, stderr_tail: str) -> McpF
             # CONNECTION_CLOSED (-32000) before any answer: a server that died, or an HTTP error the SDK reported
             # as a closed connection.
             message = e.message or "error"
-            if stderr_tail and e.code == -32000:
+            if stderr_tail and e.code == _CONNECTION_CLOSED:
                 message = f"{message}; its stderr ends: {stderr_tail}"
             return McpFault("mcp_error", f"{where}: {message} (MCP error {e.code})")
         if isinstance(e, ValidationError):
@@ -430,7 +456,14 @@ def call_mcp_tool(server: McpServer, tool_name: str, arguments: Mapping[str, Any
         return await client.call_tool(tool_name, dict(arguments or {}), read_timeout_seconds=limit)
 
     try:
-        result = _run(lambda: _with_client(server, secrets or {}, limit, use, used))
+        if server.transport == "stdio":  # a running server per process (mcp_sessions: why)
+            from streams.tool_bindings.mcp_sessions import call_stdio
+
+            env, resolved = _resolve(server.env, secrets or {}, "env")
+            used.extend(resolved)
+            result = call_stdio(server, env, use, limit)
+        else:
+            result = _run(lambda: _with_client(server, secrets or {}, limit, use, used))
     except McpFault as fault:
         return _fault(fault.code, fault.message, _Scrubber(used))
     scrub = _Scrubber(used)

@@ -1,6 +1,6 @@
-"""The MCP binding (streams.tool_bindings.mcp) against a real MCP server the tests start: tests/streams/
-mcp_test_server.py, spawned over stdio by the binding itself, and over streamable HTTP on a free port.
-No database."""
+"""The MCP binding (streams.tool_bindings.mcp, .mcp_sessions) against a real MCP server the tests start:
+tests/streams/mcp_test_server.py, spawned over stdio by the binding itself (kept running between calls, stopped
+when idle, on a timeout, and by close_mcp_sessions), and over streamable HTTP on a free port. No database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import uuid
 
 import pytest
 
+from streams.tool_bindings import mcp_sessions
 from streams.tool_bindings.mcp import McpFault, McpServer, call_mcp_tool, list_mcp_tools
+from streams.tool_bindings.mcp_sessions import close_mcp_sessions, running_stdio_servers
 from tests.streams import mcp_test_server as srv
 
 TOKEN = "tok-4f1c9e2b7a"  # the HTTP server's bearer token: a secret of the binding
@@ -28,14 +30,16 @@ def http_url():
 
 @pytest.fixture
 def tag():
-    return uuid.uuid4().hex
+    """Marks the stdio servers a test starts; after the test, stopping this process's servers leaves none."""
+    tag = uuid.uuid4().hex
+    yield tag
+    close_mcp_sessions()
+    assert srv.tagged_pids(tag) == [], "a stdio MCP server outlived close_mcp_sessions"
 
 
 @pytest.fixture
 def stdio_server(tag):
-    server = McpServer("orders", "stdio", command=srv.stdio_command(tag), env={"ORDERS_TOKEN": "{secret:orders_token}"})
-    yield server
-    assert srv.tagged_pids(tag) == [], "the stdio MCP server outlived the call"
+    return McpServer("orders", "stdio", command=srv.stdio_command(tag), env={"ORDERS_TOKEN": "{secret:orders_token}"})
 
 
 @pytest.fixture
@@ -177,20 +181,68 @@ def test_a_secret_in_a_dying_servers_stderr_is_hidden(tag):
     assert "bad token [secret]" in result["error"] and TOKEN not in result["error"]
 
 
-# --- no stdio process outlives a call ---------------------------------------------------------------------------
+# --- stdio servers: kept running between calls, never left behind ------------------------------------------------
 
 
-def test_no_stdio_process_leak_across_many_calls(tag):
+def _pid(server, **kw):
+    return call_mcp_tool(server, "debug.echo", {}, timeout_s=20, **kw)["pid"]
+
+
+def test_a_stdio_server_serves_many_calls_then_stops(tag):
     server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    first = _pid(server)
     for order_id in ("A100", "A101", "A100"):
         assert call_mcp_tool(server, "orders.lookup", {"order_id": order_id}, timeout_s=10)["order_id"] == order_id
-        assert srv.tagged_pids(tag) == []
-    assert call_mcp_tool(server, "orders.slow", {"seconds": 60}, timeout_s=1, secrets={})["code"] == "timeout"
+    assert _pid(server) == first and srv.tagged_pids(tag) == [first] and running_stdio_servers() == 1
+    close_mcp_sessions()
+    assert srv.tagged_pids(tag) == [] and running_stdio_servers() == 0
+    assert _pid(server) != first  # the next call starts a fresh one
+
+
+def test_a_timeout_stops_the_server_before_the_call_returns(tag):
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    _pid(server)
+    assert call_mcp_tool(server, "orders.slow", {"seconds": 60}, timeout_s=1)["code"] == "timeout"
     assert srv.tagged_pids(tag) == []  # the sleeping server was killed, not left behind
+    assert call_mcp_tool(server, "orders.lookup", {"order_id": "A101"}, timeout_s=20)["status"] == "paid"
+
+
+def test_an_idle_server_is_stopped(tag, monkeypatch):
+    monkeypatch.setattr(mcp_sessions, "STDIO_IDLE_S", 0.5)
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    _pid(server)
+    deadline = time.monotonic() + 15
+    while srv.tagged_pids(tag) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert srv.tagged_pids(tag) == [] and running_stdio_servers() == 0
+
+
+def test_a_server_that_died_while_idle(tag):
+    """The next call gets a fault (it is not retried: tools may not be idempotent); the one after starts afresh."""
+    import os
+    import signal
+
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
+    first = _pid(server)
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while srv.tagged_pids(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    failed = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=10)
+    assert failed["code"] == "mcp_error", failed
+    assert _pid(server) not in (first, None)
+
+
+def test_a_changed_secret_starts_another_server(tag):
+    server = McpServer("orders", "stdio", command=srv.stdio_command(tag), env={"ORDERS_TOKEN": "{secret:t}"})
+    one = call_mcp_tool(server, "debug.echo", {}, timeout_s=20, secrets={"t": "first-secret"})
+    two = call_mcp_tool(server, "debug.echo", {}, timeout_s=20, secrets={"t": "second-secret"})
+    assert one["env_token"] == two["env_token"] == "[secret]" and one["pid"] != two["pid"]
+    assert running_stdio_servers() == 2
 
 
 def test_calls_from_several_threads_at_once(tag, http_server):
-    """The turn engine runs in threads: each call has its own loop and connection, and every process is reaped."""
+    """The turn engine runs in threads: stdio calls share their server's connection, HTTP calls have their own."""
     from concurrent.futures import ThreadPoolExecutor
 
     stdio = McpServer("orders", "stdio", command=srv.stdio_command(tag))
@@ -199,14 +251,14 @@ def test_calls_from_several_threads_at_once(tag, http_server):
         results = list(pool.map(lambda job: call_mcp_tool(job[0], "orders.lookup", {"order_id": job[1]},
                                                            timeout_s=20, secrets=SECRETS), jobs))
     assert [r["order_id"] for r in results] == ["A100", "A101", "A100", "A101"]
-    assert srv.tagged_pids(tag) == []
+    assert len(srv.tagged_pids(tag)) == 1
 
 
 def test_a_stdio_call_spawns_its_server(tag):
-    """The call really runs the tagged process (so the leak checks above look for the right thing)."""
+    """The call really runs the tagged process (so the leak checks look for the right thing)."""
     server = McpServer("orders", "stdio", command=srv.stdio_command(tag))
-    echoed = call_mcp_tool(server, "debug.echo", {}, timeout_s=10)
-    assert isinstance(echoed["pid"], int) and echoed["pid"] > 0
+    pid = _pid(server)
+    assert srv.tagged_pids(tag) == [pid]
 
 
 def test_called_from_inside_a_running_event_loop(http_server):

@@ -13,6 +13,7 @@ from harness_editor.schemas import parse_manifest
 from streams.engine.turn import run_turn
 from streams.tool_bindings import ToolRuntime
 from streams.tool_bindings.mcp import McpServer
+from streams.tool_bindings.mcp_sessions import close_mcp_sessions
 from tests.streams import mcp_test_server as srv
 from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply
 
@@ -51,6 +52,7 @@ def runtime(request):
     if request.param == "stdio":
         server = McpServer("orders", "stdio", command=srv.stdio_command(tag), timeout_s=30)
         yield ToolRuntime(mcp_servers={"orders": server})
+        close_mcp_sessions()
         assert srv.tagged_pids(tag) == []
     else:
         url = request.getfixturevalue("http_url")
