@@ -218,7 +218,8 @@ def test_an_idle_server_is_stopped(tag, monkeypatch):
 
 
 def test_a_server_that_died_while_idle(tag):
-    """The next call gets a fault (it is not retried: tools may not be idempotent); the one after starts afresh."""
+    """The next call gets a fault (it is not retried: tools may not be idempotent) unless the death was noticed
+    first (then it starts afresh); either way the call after it runs on a fresh server."""
     import os
     import signal
 
@@ -228,8 +229,8 @@ def test_a_server_that_died_while_idle(tag):
     deadline = time.monotonic() + 10
     while srv.tagged_pids(tag) and time.monotonic() < deadline:
         time.sleep(0.05)
-    failed = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=10)
-    assert failed["code"] == "mcp_error", failed
+    first_call = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=10)
+    assert first_call.get("code") == "mcp_error" or first_call.get("status") == "shipped", first_call
     assert _pid(server) not in (first, None)
 
 
