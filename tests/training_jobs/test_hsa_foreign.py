@@ -45,6 +45,7 @@ from training_jobs.hsa.written import (
     written_samples,
 )
 
+KNOWN_FACT_FIELD_GAP = {"stock-tee-l", "stock-boots-43"}
 MUTATING = {"cancel", "create", "update", "start", "request", "issue", "escalate", "delete", "send", "apply", "book",
             "close"}
 TURNS = Path(__file__).parent / "data" / "order_desk_turns.yaml"
@@ -398,3 +399,44 @@ def test_relabelling_round_trips_on_foreign_manifests(case, chain, seed, pool):
             if orig.binding is not None and orig.binding.kind == "mcp":  # the server gets the same call
                 assert dict(new.arguments) == dict(old.arguments)
                 assert (tool.binding.tool or tool.name) == (orig.binding.tool or orig.name)
+
+
+# --- the augmented foreign harness runs: the turn engine, its hooks and the fixtures under the new names ----------
+
+
+def test_relabelled_gold_turns_run_through_the_engine_under_augmented_order_desks(desk_samples):
+    """Each written gold turn, relabelled into an augmented order desk (tools, parameters and skills renamed,
+    arguments wrapped, decoys and distractors added), played by a scripted model through the one turn engine: the
+    fixture bindings answer the renamed calls, the tool-argument hook accepts them, and the regeneration judge
+    (same bindings, same arguments, the reply skill, the harness's own hooks) passes every one."""
+    from streams.engine.turn import ScriptedBackend
+    from training_jobs.hsa.dataset import make_variant
+    from training_jobs.hsa.regenerate import Regenerator
+
+    ops = [(operator(n, share=1.0) if "share" in OPERATORS[n].defaults else operator(n), 1.0)
+           for n in ("rename_skills", "add_distractor_skills", "rename_tools", "rename_tool_params",
+                     "wrap_tool_arguments", "add_decoy_tools", "reorder_tool_properties")]
+    verdicts = {}
+    for i, sample in enumerate(desk_samples):
+        variant = make_variant(harness_state(sample.manifest), ops, random.Random(i))
+        assert variant.rename.tools and variant.rename.paths
+        reference = sample.with_target(relabel_target(sample.target, variant.rename))
+        script = []
+        for step in reference.target:
+            if isinstance(step, LoadSkill):
+                script.append("<tool_call>" + json.dumps({"name": "load_skill", "arguments": {
+                    "skill_id": step.skill_id}}) + "</tool_call>")
+            elif isinstance(step, ToolCall):
+                script.append("<tool_call>" + json.dumps({"name": step.name, "arguments": step.arguments})
+                              + "</tool_call>")
+            elif isinstance(step, Reply):
+                script.append(step.text)
+        judged = Regenerator(ScriptedBackend(script)).regenerate(variant.manifest, reference)
+        verdicts[sample.id] = judged.reasons
+        if judged.passed:
+            got = [s for s in judged.target if isinstance(s, ToolCall)]
+            assert [s.result for s in got] == [s.result for s in sample.tool_calls()]  # the fixtures answered alike
+    # The judge's accuracy rule reads numbers only from live-room result fields (streams.engine.rules.facts
+    # FIELD_KEYS: price, stock, ...), so "14 in stock" backed by the desk's `in_stock` field is judged inaccurate:
+    # a gap of the rules, not of HSA (reported). Everything HSA is responsible for passes on every turn.
+    assert {k: v for k, v in verdicts.items() if v} == {k: ["inaccurate"] for k in KNOWN_FACT_FIELD_GAP}

@@ -4,7 +4,8 @@ know (an order desk, a help desk: anything outside the live room).
 A written turn names the comment(s), the skill to load, the tool calls with their arguments and the reply; each
 call is answered through the tool's own binding by the one dispatcher (:func:`streams.tool_bindings.call_bound_tool`:
 a fixture table, an allow-listed http endpoint or MCP server in ``runtime``), so the results are what the harness
-really returns. A turn becomes a sample only when the harness accepts it as it stands (every before-reply hook,
+really returns. A turn becomes a sample only when the harness accepts it as it stands (arguments valid for each tool's schema,
+every before-reply hook,
 tool rounds, request limit: :func:`training_jobs.hsa.samples.target_problems` with ``full=True``); otherwise
 :class:`WrittenTurnError` says which turn and why.
 
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 from harness_editor.schemas import Manifest
+from streams.engine.hooks import validate_arguments
 from streams.reference_policy import tool_result_text
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, call_bound_tool
 from training_jobs.hsa.samples import (
@@ -80,6 +82,9 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
         if tool is None:
             raise WrittenTurnError(f"{at}.calls[{j}].tool", f"no tool {call.get('tool')!r} in the harness")
         args = dict(call.get("arguments") or {})
+        errors = validate_arguments(tool, args)  # what the tool_args hook would refuse
+        if errors:
+            raise WrittenTurnError(f"{at}.calls[{j}].arguments", "; ".join(errors))
         result = call_bound_tool(tool, room_state, args, runtime)
         if "error" in result and not call.get("fault_expected"):
             raise WrittenTurnError(f"{at}.calls[{j}]", f"{tool.name} answered a fault: {result.get('error')}")
