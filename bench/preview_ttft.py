@@ -9,7 +9,7 @@ Self-contained and self-cleaning. It
    ``bench/scratch_db.py``), migrates it and runs ``manage.py seed_demo`` in it, and drops it at the end -- also
    on failure, Ctrl-C or SIGTERM; it never drops a database it did not create;
 2. starts the local model server on models/demo-tiny (:func:`training_jobs.tiny_model.serve.start_local_server`),
-   a Celery worker subprocess and a daphne subprocess serving ``console.asgi`` on a free loopback port, all on
+   a Celery worker subprocess and a web subprocess (console.web_server) serving ``console.asgi`` on a free loopback port, all on
    that database and REDIS_URL (the Redis channel layer and the Celery broker);
 3. registers the local server as the default ModelEndpoint (``local``) and uses the harness the tiny model
    was trained on (harness_editor/demo/tiny_room.yaml: seed_demo's tiny-room v1, else created here;
@@ -29,21 +29,21 @@ own definition; the tiny model's first delta is the reasoning of its ``<think>``
 - direct TTFT: request sent -> first delta, at the endpoint, no console in between;
 - A "comment -> first token @viewer": the sender's ``send()`` of the comment -> a viewer receives the first
   ``token`` event (the whole console path: WebSocket in, service, Celery queue, worker, prompt, model, event
-  store, Redis, daphne, WebSocket out), per viewer;
+  store, Redis, web process, WebSocket out), per viewer;
 - B "model request -> first token @viewer": the engine's ``model_request`` event (its ``at`` wall-clock stamp,
   taken in the worker just before the HTTP request goes out) -> a viewer receives the first ``token`` event:
   the endpoint TTFT as seen through the console's fan-out, without the comment/queue/prompt stages;
 - engine TTFT: first token ``t_ms`` - model_request ``t_ms`` inside the worker (what the engine measured);
 - fan-out: first ``token`` event created in the worker (its ``at``) -> received by a viewer (store + commit +
-  Redis publish + daphne consumer + WebSocket), per viewer.
+  Redis publish + web consumer + WebSocket), per viewer.
 Ratios: A p50 / direct p50 (the user-visible one) and B p50 / direct p50 (the streaming path only); PASS
 when <= --target at the largest V. Beside them: the same p50s as absolute overhead in ms over the direct
-TTFT, and where A goes stage by stage (the worker and daphne run with ``HAT_PREVIEW_TRACE=1``, which stamps
+TTFT, and where A goes stage by stage (the worker and the web process run with ``HAT_PREVIEW_TRACE=1``, which stamps
 each published run with the wall-clock times it was stored, committed and handed to the channel layer, and
 the consumer adds when it sent it on: see ``STAGES``), and the CPU time of the model server, the worker,
-daphne and this process (the clients) per turn and per phase of the turn (connecting the viewers, comment
+the web process and this process (the clients) per turn and per phase of the turn (connecting the viewers, comment
 -> first token, the rest), with the share of all CPUs busy (every process on the machine, /proc/stat). Wall-clock figures on a shared 2-core machine: every process (model,
-worker, daphne, the 50 clients) competes for the same cores; run it on an otherwise idle machine (the load
+worker, the web process, the 50 clients) competes for the same cores; run it on an otherwise idle machine (the load
 average is printed). The model server runs with ONE OpenMP thread by default (``--model-threads``): with two
 threads on two shared cores, OpenMP barrier stalls made the same request take either ~50 ms or ~1,200 ms
 depending on what else was scheduled (measured on this machine with a training job running), which swamps
@@ -142,17 +142,16 @@ def start_worker(procs: Procs, env: dict, log_path: Path) -> None:
     raise RuntimeError(f"celery worker did not answer within 90 s; see {log_path}")
 
 
-# As `make run` and the systemd unit run it (console.asgi_server.UVICORN_FLAGS).
-UVICORN_FLAGS = ("--ws", "websockets", "--loop", "uvloop", "--http", "httptools", "--lifespan", "off")
-ASGI_SERVERS = {
-    "daphne": lambda port: ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"],
-    "uvicorn": lambda port: ["-m", "uvicorn", *UVICORN_FLAGS, "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning", "--no-access-log", "console.asgi:application"],
-}
+def _web_argv(server: str, port: int) -> list[str]:
+    if server == "daphne":  # what the console ran before (compared in bench/live_bench.py --server daphne)
+        return ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"]
+    from console.web_server import web_server_argv
+
+    return web_server_argv("127.0.0.1", port, access_log=False, log_level="warning")
 
 
-def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/", server: str = "daphne") -> str:
-    """The console's ASGI app in a web server process (daphne as deployed, or another ASGI server to compare)."""
+def start_web(procs: Procs, env: dict, log_path: Path, probe: str = "/health/", server: str = "uvicorn") -> str:
+    """The console's web process as deployed (console.web_server: uvicorn), or daphne to compare."""
     import httpx
 
     from training_jobs.tiny_model.serve import free_port
@@ -160,7 +159,7 @@ def start_daphne(procs: Procs, env: dict, log_path: Path, probe: str = "/health/
     port = free_port()
     out = open(log_path, "wb")  # noqa: SIM115
     proc = procs.add(server, subprocess.Popen(
-        [sys.executable, *ASGI_SERVERS[server](port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+        [sys.executable, *_web_argv(server, port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -317,10 +316,10 @@ def analyse_turn(out: dict) -> dict:
     return res
 
 
-# the stages of the comment -> first token path, from the wall-clock stamps the worker and daphne add to each
+# the stages of the comment -> first token path, from the wall-clock stamps the worker and the web process add to each
 # message with HAT_PREVIEW_TRACE=1 (streams.events): store = the service starts storing the event, commit =
 # its transaction committed, pub = the publisher thread hands it to the channel layer, consumer = the
-# viewer's consumer in daphne got it; the viewer's own receive time closes the path
+# viewer's consumer in the web process got it; the viewer's own receive time closes the path
 STAGES = (
     ("ws in + comment service", "sent -> viewer_comment store started (WebSocket in, consumer, service reads)"),
     ("comment store+commit", "viewer_comment store -> commit"),
@@ -330,8 +329,8 @@ STAGES = (
     ("model (to 1st token)", "model_request commit -> first token's store started (endpoint TTFT in the worker)"),
     ("1st token store+commit", "first token store -> commit (DB write + commit)"),
     ("publish", "first token commit -> handed to the channel layer (publisher thread)"),
-    ("layer + daphne", "handed to the layer -> the viewer's consumer runs (Redis, daphne dispatch); per viewer"),
-    ("websocket send", "consumer -> viewer receives the frame (send, daphne, TCP, client loop); per viewer"),
+    ("layer + web", "handed to the layer -> the viewer's consumer runs (Redis, the web process); per viewer"),
+    ("websocket send", "consumer -> viewer receives the frame (send, the web process, TCP, client loop); per viewer"),
 )
 
 
@@ -355,11 +354,11 @@ def stage_breakdown(out: dict, events: list, tok: dict, req: dict) -> tuple[dict
         "1st token store+commit": ms(tk["store"], tk["commit"]),
         "publish": ms(tk["commit"], tk["pub"]),
     }
-    per_viewer: dict[str, list[float]] = {"layer + daphne": [], "websocket send": []}
+    per_viewer: dict[str, list[float]] = {"layer + web": [], "websocket send": []}
     for v in out["viewers"]:
         t = v.get("tok_trace")
         if t:
-            per_viewer["layer + daphne"].append(ms(t["pub"], t["consumer"]))
+            per_viewer["layer + web"].append(ms(t["pub"], t["consumer"]))
             per_viewer["websocket send"].append(ms(t["consumer"], v["tok_w"]))
     return stages, per_viewer
 
@@ -420,7 +419,7 @@ def main() -> int:
     log(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     logdir = ROOT / "var" / "bench"
     logdir.mkdir(parents=True, exist_ok=True)
-    logs = {k: logdir / f"preview_ttft-{os.getpid()}-{k}.log" for k in ("model", "worker", "daphne")}
+    logs = {k: logdir / f"preview_ttft-{os.getpid()}-{k}.log" for k in ("model", "worker", "web")}
     import redis as redis_lib
 
     rds = redis_lib.Redis.from_url(redis_url)
@@ -519,9 +518,9 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
         version = HarnessVersion.objects.get(harness__slug="glow-gadget", number=1)
         harness_label = "glow-gadget v1 (approved)"
 
-    log("starting the Celery worker and daphne")
+    log("starting the Celery worker and the web process")
     start_worker(procs, env, logs["worker"])
-    http_base = start_daphne(procs, env, logs["daphne"])
+    http_base = start_web(procs, env, logs["web"])
     ws_base = http_base.replace("http://", "ws://")
     client = Client()
     client.force_login(user)
@@ -691,7 +690,7 @@ def run(args, levels, db_url, redis_url, procs: Procs, logs, started) -> int:
                 + sum(statistics.median(r["viewer_stages"][n]) for n in stages if r["viewer_stages"].get(n)))
 
     fixed = [n for n in names if n != "model (to 1st token)"]
-    leg = ("1st token store+commit", "publish", "layer + daphne", "websocket send")
+    leg = ("1st token store+commit", "publish", "layer + web", "websocket send")
     sums = []
     for v in levels:
         per = [turn_ms(r, names) for r in results.get(v) or [] if r["stages"]]
@@ -735,7 +734,7 @@ Columns (ms; p50/p95 over every viewer of every measured turn):
   direct p50   the same first request sent straight to the endpoint right after each console turn (this V)
   A            the sender's WebSocket send() of the comment -> this viewer receives the first `token` event:
                the whole console path (WebSocket in, service, Celery queue + worker pick-up, prompt, model,
-               event store, Redis, daphne, WebSocket out) -- the TTFT a user of the preview room sees
+               event store, Redis, web process, WebSocket out) -- the TTFT a user of the preview room sees
   B            the engine's `model_request` event (its `at` stamp: worker wall clock just before the HTTP
                request) -> this viewer receives the first `token` event: endpoint TTFT + fan-out, without the
                comment/queue/prompt stages

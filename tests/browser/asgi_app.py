@@ -1,5 +1,5 @@
 """The console's ASGI application with static files served (as ``runserver`` does), for browser tests that
-need WebSockets: ``daphne tests.browser.asgi_app:application``. pytest-django's live_server is WSGI only."""
+need WebSockets: ``python -m console.web_server --app tests.browser.asgi_app:application``. pytest-django's live_server is WSGI only."""
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 

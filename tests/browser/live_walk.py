@@ -1,6 +1,6 @@
 """Steps of a Chromium walk through a live session, shared by the operator-page walk (test_live_operator.py) and the
 end-to-end walk of issue 12 (frank starts a session, takes over, mutes, carol moves the label, the overlay shows the
-reply). The pages run on a real ASGI server (``asgi_server`` / ``asgi_page`` from test_preview_room: daphne on the
+reply). The pages run on a real ASGI server (``asgi_server`` / ``asgi_page`` from test_preview_room: the web process (uvicorn) on the
 test database and the Redis channel layer).
 
 Every step waits for what the page shows, never for a time: ``expect`` retries until its timeout.

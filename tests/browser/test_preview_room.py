@@ -1,4 +1,4 @@
-"""The preview room in Chromium against a real ASGI server (daphne in a subprocess, on the test database and
+"""The preview room in Chromium against a real ASGI server (the web process in a subprocess, on the test database and
 the Redis channel layer) with turns in the real Celery worker: open a preview, send a comment, watch tokens
 arrive and the tool calls shown; drop the socket and see the room resume without duplicates."""
 
@@ -14,15 +14,19 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
-
 from playwright.sync_api import expect
 
-from tests.browser.conftest import watch_csp
-
+from console.web_server import web_server_argv
 from streams.models import ModelEndpoint, PreviewEvent, PreviewRoom
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, watch_csp
 from tests.streams.preview_helpers import GOOD
-from tests.streams.scripted_endpoint import ScriptedEndpoint, free_port, hermes_calls, native_calls, reply
+from tests.streams.scripted_endpoint import (
+    ScriptedEndpoint,
+    free_port,
+    hermes_calls,
+    native_calls,
+    reply,
+)
 
 pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def asgi_server(transactional_db):
-    """daphne serving console.asgi (plus static files) on a free loopback port, on the test database."""
+    """The web process as deployed (console.web_server: uvicorn) serving console.asgi plus static files
+    (tests.browser.asgi_app) on a free loopback port, on the test database."""
     if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         pytest.skip("the server and the worker are other processes: they need the PostgreSQL test database")
     env = dict(os.environ)
@@ -39,10 +44,9 @@ def asgi_server(transactional_db):
         env["DATABASE_URL"] = (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
                                f"{db['PORT'] or 5432}/{db['NAME']}")
     port = free_port()
-    log = open(Path(settings.ENV.data_dir) / "test-daphne.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "tests.browser.asgi_app:application"], cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    log = open(Path(settings.ENV.data_dir) / "test-web.log", "w")
+    argv = web_server_argv("127.0.0.1", port, app="tests.browser.asgi_app:application", log_level="warning")
+    proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -53,7 +57,7 @@ def asgi_server(transactional_db):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"daphne did not start; see {log.name}")
+            raise RuntimeError(f"the web process did not start; see {log.name}")
         time.sleep(0.1)
     yield url
     proc.terminate()
@@ -177,7 +181,11 @@ def test_preview_with_the_local_model(request, asgi_page, asgi_server, manager, 
                                       celery_worker_process):
     """The same page on real tokens from the tiny local model (skipped only without the
     ``local_model_server`` fixture)."""
-    from tests.streams.test_preview_local_model import QUESTION, local_model_endpoint, tiny_version
+    from tests.streams.test_preview_local_model import (
+        QUESTION,
+        local_model_endpoint,
+        tiny_version,
+    )
 
     endpoint = local_model_endpoint(request)
     tiny_version(manager, demo_manifest)

@@ -1,4 +1,4 @@
-"""Play mode in Chromium against the real stack (daphne on the test database and the Redis channel layer,
+"""Play mode in Chromium against the real stack (the web process (uvicorn) on the test database and the Redis channel layer,
 the real Celery worker driving the clock and the turns): press play at ×60, watch the clock advance by
 itself and the scenario's first comment become a streamed turn; pause holds the clock; resumed, the
 scenario plays to its end and the clock stops by itself."""

@@ -1,5 +1,5 @@
 """The training issue's "done when", walked in Chromium against real parts: the console on a real ASGI server
-(daphne, WebSockets), a real Celery worker on Redis training the tiny demo model on CPU and serving the result.
+(uvicorn, WebSockets), a real Celery worker on Redis training the tiny demo model on CPU and serving the result.
 
 An ML user launches HSA-SFT on a small ready HSA dataset, watches the loss curve grow, cancels the job (it stops
 cooperatively and saves a checkpoint), resumes it (it continues from that checkpoint and succeeds at the last
