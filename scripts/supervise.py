@@ -2,7 +2,7 @@
 """A small process supervisor for `make run`: starts each ``NAME=COMMAND``, restarts any that exits, stops all
 together.
 
-    python scripts/supervise.py [--stop-timeout S] 'web=daphne ...' 'worker=celery ... worker ...' ...
+    python scripts/supervise.py [--stop-timeout S] 'web=python -m console.web_server ...' 'worker=celery ... worker ...' ...
 
 - A process that exits (crashed, killed, "Unrecoverable error") is started again after a back-off: 1 s,
   doubling up to 30 s while it keeps dying within 10 s of its start, back to 1 s once it stayed up.

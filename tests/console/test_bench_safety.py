@@ -178,7 +178,7 @@ def _finish(proc: subprocess.Popen, timeout: float) -> str:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:  # never leave a bench (or its model server, worker, daphne) running
+    if proc.poll() is None:  # never leave a bench (or its model server, worker, web process) running
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
 
@@ -186,7 +186,7 @@ def _kill(proc: subprocess.Popen) -> None:
 @needs_postgres
 @pytest.mark.parametrize(("script", "sig"), [
     ("registry_bench", signal.SIGINT), ("registry_bench", signal.SIGTERM), ("hat_stage1", signal.SIGINT),
-    ("preview_ttft", signal.SIGTERM),  # with its model server, worker and daphne starting
+    ("preview_ttft", signal.SIGTERM),  # with its model server, worker and web process starting
 ], ids=["registry-ctrl-c", "registry-sigterm", "stage1-ctrl-c", "ttft-sigterm"])
 def test_an_interrupted_bench_drops_its_own_database_and_nothing_else(script, sig, sentinels):
     prefix, args = BENCHES[script]
