@@ -28,6 +28,7 @@ from harness_editor.importers import SOURCES
 from harness_editor.importers.plan import plan_import
 
 ON_CONFLICT = ("rename", "replace", "skip", "error")
+MAX_INT = 2**31 - 1  # version numbers and lock versions are PostgreSQL integers
 
 
 class ImportChangeSerializer(serializers.Serializer):
@@ -93,11 +94,12 @@ class HarnessImportToolsApi(ApiView):
         on_conflict = serializers.ChoiceField(choices=ON_CONFLICT, default="rename", help_text="a name the harness "
                                               "already uses: rename the imported tool, replace the harness's, skip "
                                               "it, or refuse the import")
-        base = serializers.IntegerField(required=False, min_value=1, help_text="the version the new draft starts "
-                                        "from (default: the latest)")
-        draft = serializers.IntegerField(required=False, min_value=1, help_text="save into this draft of yours "
-                                         "instead of starting a new one (needs lock_version)")
-        lock_version = serializers.IntegerField(required=False, min_value=1)
+        base = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT,
+                                        help_text="the version the new draft starts from (default: the latest)")
+        draft = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT,
+                                         help_text="save into this draft of yours instead of starting a new one "
+                                                   "(needs lock_version)")
+        lock_version = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT)
         change_note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
         dry_run = serializers.BooleanField(default=False, help_text="answer the report only; save nothing")
 

@@ -55,7 +55,8 @@ def _render(request: HttpRequest, version: HarnessVersion, *, text: str, source:
         "on_conflict": on_conflict, "lock_version": lock_version, "change_note": change_note, "plan": plan,
         "report": report, "by_tool": by_tool, "general_changes": [c for c in (report or {}).get("changes", [])
                                                                   if c["tool"] is None],
-        "errors": errors, "conflict": conflict, "action_error": action_error, "sources": IMPORT_SOURCES, "on_conflicts": ON_CONFLICT,
+        "errors": errors, "conflict": conflict, "action_error": action_error, "sources": IMPORT_SOURCES,
+        "on_conflicts": ON_CONFLICT,
     }
     return render(request, "harness_editor/import_tools.html", context, status=status)
 

@@ -301,7 +301,10 @@ def _plain_json(value: Any, at: str, rec: Recorder, depth: int = 0) -> Any:
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = k if isinstance(k, str) else json.dumps(k) if isinstance(k, (int, float, bool)) or k is None else str(k)
+            if isinstance(k, str):
+                key = k
+            else:
+                key = json.dumps(k) if isinstance(k, (int, float, bool)) or k is None else str(k)
             if key != k:
                 rec.add(at, "converted", f"key {k!r} -> {key!r} (JSON keys are strings)")
             key = _clean_text(key, at, rec, "key")

@@ -64,7 +64,12 @@ def _norm(name: str) -> str:
     return low
 
 
-_TOKEN_RE = re.compile(r"""\s*(?:(\.\.\.)|([A-Za-z_][\w.]*)|('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(-?\d+(?:\.\d+)?)|(\[\]|[\[\]<>(),|?]))""")
+_TOKEN_RE = re.compile(
+    r"""\s*(?:(\.\.\.)"""  # Tuple[int, ...]
+    r"""|([A-Za-z_][\w.]*)"""  # a name, dotted: typing.List
+    r"""|('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""  # a string literal: Literal['a']
+    r"""|(-?\d+(?:\.\d+)?)"""  # a number literal
+    r"""|(\[\]|[\[\]<>(),|?]))""")  # punctuation; "[]" as one token (str[])
 
 
 def _tokens(text: str) -> list[str]:
