@@ -1,11 +1,19 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels with session auth in the stack."""
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 django_asgi_app = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+# The event loop hands work to database threads and back on every WebSocket frame: a GIL switch interval under a
+# millisecond keeps the loop from waiting 5 ms behind a busy thread (console.config gil_switch_s).
+if settings.ENV.gil_switch_s > 0:
+    sys.setswitchinterval(settings.ENV.gil_switch_s)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -1,6 +1,8 @@
 import os
+import sys
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -50,3 +52,16 @@ def _guard_detached_redis_channel() -> None:
 
 
 _guard_detached_redis_channel()
+
+
+@worker_init.connect
+def _prefer_latency_in_thread_workers(sender=None, **_kwargs) -> None:
+    """The interactive worker (threads pool: session runners, preview turns, the event publisher thread) hands each
+    token from a runner thread to the publisher thread: with CPython's 5 ms GIL switch interval that hand-off can
+    wait behind a busy thread for that long (console.config gil_switch_s). Batch workers (prefork) keep the default."""
+    from django.conf import settings
+
+    pool = getattr(sender, "pool_cls", None)
+    pool_name = pool if isinstance(pool, str) else f"{getattr(pool, '__module__', '')}.{getattr(pool, '__name__', '')}"
+    if "thread" in pool_name and settings.ENV.gil_switch_s > 0:
+        sys.setswitchinterval(settings.ENV.gil_switch_s)

@@ -82,6 +82,11 @@ class ConsoleSettings(BaseSettings):
     interactive_queue: str = Field(default="interactive", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                                    description="the queue of interactive work (preview turns, clock ticks, live "
                                    "session runners): its own worker, never behind batch jobs on 'gpu'")
+    # A thread that wants the GIL waits up to the switch interval for a busy one (CPython: 5 ms). In the web process
+    # (event loop + database threads) and the interactive worker (session runners + the event publisher thread)
+    # that wait lands on every token a viewer sees; 0.5 ms keeps it under a millisecond (bench/live_bench.py).
+    gil_switch_s: float = Field(default=0.0005, ge=0, le=0.1, description="CPython's GIL switch interval in the "
+                                "web process and the interactive worker (0: Python's default, 5 ms)")
     broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "
                                     "Celery (broker, results): an operation on a dead connection fails after this")
 
