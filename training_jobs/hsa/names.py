@@ -472,6 +472,11 @@ def _check_disjoint() -> None:
     train.update(n for n, _, _ in DECOY_TOOLS["train"])
     train.update(s[0] for s in DISTRACTOR_SKILLS["train"])
     shared = train & reg.names
+    # the generated names of any domain: training verbs, nouns and suffixes are never held-out ones
+    words = {p: set(READ_VERBS[p]) | {v for vs in ACTION_VERBS[p].values() for v in vs} | set(GENERIC_NOUNS[p])
+             | {w for ws in PARAM_WORD_SYNONYMS[p].values() for w in ws} for p in POOLS}
+    shared |= words["train"] & words["heldout"]
+    shared |= {w for w in words["train"] if any(pat.search(f"x_{w}") or pat.search(f"{w}_x") for pat in reg.patterns)}
     if shared:
         raise RuntimeError(f"HSA name pools overlap between train and held-out: {sorted(shared)}")
 
