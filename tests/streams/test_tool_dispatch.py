@@ -259,3 +259,33 @@ def test_a_preview_turn_with_foreign_tools_and_scenario_fixtures(manager, settin
     assert stored["cancel_order"]["result"]["code"] == "unbound"
     all_payloads = json.dumps(list(PreviewEvent.objects.filter(room=room).values_list("payload", flat=True)))
     assert SECRET not in all_payloads
+
+
+def test_a_turn_calls_an_mcp_bound_tool(scripted_endpoint, engine_client, engine_manifest, engine_room):
+    """The MCP binding through the same dispatcher: a real stdio MCP server (tests/streams/mcp_test_server.py)."""
+    import uuid
+
+    from streams.tool_bindings.mcp import McpServer
+    from streams.tool_bindings.mcp_sessions import close_mcp_sessions
+    from tests.streams import mcp_test_server as srv
+
+    data = engine_manifest.model_dump(mode="json")
+    data["tools"].append({"name": "lookup_order", "description": "Look up an order by its id.",
+                          "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
+                                         "required": ["order_id"]},
+                          "binding": {"kind": "mcp", "server": "orders", "tool": "orders.lookup"}})
+    tag = uuid.uuid4().hex
+    runtime = ToolRuntime(mcp_servers={"orders": McpServer("orders", "stdio", command=srv.stdio_command(tag),
+                                                           env={"ORDERS_TOKEN": "{secret:orders_token}"})},
+                          secrets={"orders_token": SECRET})
+    scripted_endpoint.add(hermes_calls(("load_skill", {"skill_id": "price_stock_qa"})),
+                          native_calls(("lookup_order", {"order_id": "A100"})), reply(REPLY))
+    try:
+        result = run_turn(manifest=parse_manifest(data), room=engine_room, comments=[{"viewer": "amy", "text":
+                          "where is A100?"}], backend=engine_client(), tools=runtime)
+    finally:
+        close_mcp_sessions()
+    got = results_by_name(result)["lookup_order"]
+    assert got.binding == "mcp:orders/orders.lookup" and got.error is None
+    assert got.result == {"order_id": "A100", "status": "shipped", "total": 59.9, "items": ["serum 30ml"]}
+    assert SECRET not in json.dumps([e.model_dump(mode="json") for e in result.events])
