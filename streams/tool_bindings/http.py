@@ -17,7 +17,6 @@ Plain Python, no Django.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -31,8 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness_editor.schemas import argument_path_get
 from harness_editor.schemas.bindings import HttpBinding
-
-logger = logging.getLogger(__name__)
 
 TEMPLATE_RE = re.compile(r"\{([^{}]*)\}")
 SECRET_RE = re.compile(r"\{secret:([A-Za-z0-9_.\-]+)\}")
@@ -102,7 +99,7 @@ class _EndpointSpec(BaseModel):
                 raise ValueError(f"{k!r} is not a header name")
             rest = SECRET_RE.sub("", value)
             if "{secret" in rest:
-                raise ValueError(f"header {k}: a secret is written {{secret:NAME}} (letters, digits and _)")
+                raise ValueError(f"header {k}: a secret is written {{secret:NAME}} (letters, digits, _ . -)")
         return v
 
 
