@@ -6,8 +6,9 @@ Stages (issue 3 §1):
 2. **prompt assembly** — :func:`harness_editor.render.render_prompt` (the one renderer) → messages + tools
    (``prompt_built``).
 3. **agent loop** — stream the model (``model_request``, ``token``); tool calls, native or Hermes text
-   (``tool_call`` with validation), run through the manifest tool → binding + argument_map, under injected
-   faults (``tool_result``); ``load_skill`` is built in (``skill_loaded``). Bounded by
+   (``tool_call`` with validation), run through the manifest tool's binding by the one dispatcher
+   (:func:`streams.tool_bindings.prepare_call`: built-in, http, fixture, mcp; unbound → the fault ``unbound``),
+   under injected faults (``tool_result``); ``load_skill`` is built in (``skill_loaded``). Bounded by
    ``constraints.max_tool_rounds`` (tool rounds) and ``constraints.turn_limit`` (model requests).
 4. **hooks** — before each candidate final reply (``hook_result``); a failing ``retry`` hook sends its
    message back to the model (``retry``) up to retry_control.max_retries; ``block`` or exhaustion → the
