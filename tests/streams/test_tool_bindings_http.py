@@ -259,3 +259,19 @@ def test_secrets_come_only_from_the_prefixed_variables():
            "DATABASE_URL": "postgres://x"}
     assert tool_secrets(env, {"FROM_SETTINGS": "v", "ORDERS_TOKEN": "old"}) == {"ORDERS_TOKEN": "abc",
                                                                                "FROM_SETTINGS": "v"}
+
+
+def test_a_bad_allow_list_stops_the_start_with_what_to_fix(monkeypatch):
+    from console.config import load_settings
+
+    monkeypatch.setenv("HAT_TOOL_ENDPOINTS", '{"orders": {"base_url": "ftp://orders"}}')
+    with pytest.raises(SystemExit, match=r"HAT_TOOL_ENDPOINTS\.orders\.base_url: .*http\(s\) URL"):
+        load_settings()
+    monkeypatch.setenv("HAT_TOOL_ENDPOINTS", '{"orders": {"base_url": "https://orders.example.com/v1"}}')
+    monkeypatch.setenv("HAT_MCP_SERVERS", '{"docs": {"transport": "carrier-pigeon"}}')
+    with pytest.raises(SystemExit, match=r"HAT_MCP_SERVERS\.docs"):
+        load_settings()
+    monkeypatch.setenv("HAT_MCP_SERVERS", '[{"name": "docs", "transport": "stdio", "command": ["docs-server"]}]')
+    env = load_settings()
+    assert parse_tool_endpoints(env.tool_endpoints)["orders"].base_url == "https://orders.example.com/v1"
+    assert parse_mcp_servers(env.mcp_servers)["docs"].command == ("docs-server",)
