@@ -28,6 +28,27 @@ def demo_scenarios() -> dict[str, Any]:
     return {p.stem: p for p in demo_scenario_paths()}
 
 
+class WrittenTurns(BaseModel):
+    """Gold turns a team wrote for one approved harness version (:mod:`training_jobs.hsa.written`: comment, skill,
+    tool calls answered by the tool's own binding, reply): how a harness the reference policy does not know (an
+    order desk, a help desk) gets samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(description="The approved harness version ('slug@number') the turns are written for.")
+    turns: list[dict[str, Any]] = Field(min_length=1, max_length=10_000,
+                                        description="The written turns (see training_jobs.hsa.written).")
+
+    @field_validator("version")
+    @classmethod
+    def _version_ref(cls, v: str) -> str:
+        import re
+
+        if not re.match(VERSION_REF_RE, v):
+            raise ValueError(f"write the version as 'slug@number', not {v!r}")
+        return v
+
+
 class Sources(BaseModel):
     """Which gold turns become canonical samples.
 
@@ -35,7 +56,8 @@ class Sources(BaseModel):
       manifest and each selected approved harness version (``slug@number``);
     - ``tiny_gold`` samples from the tiny model's seeded gold generator (the ``tiny_room`` harness);
     - the recorded turns of the selected ``preview_rooms`` (interactive previews and scenario runs, by id) under
-      approved harness versions, each kept only when it is right (:mod:`training_jobs.hsa.recorded`).
+      approved harness versions, each kept only when it is right (:mod:`training_jobs.hsa.recorded`);
+    - ``written`` turns for approved harness versions (:class:`WrittenTurns`), each checked against its harness.
 
     ``max_samples`` keeps an evenly spaced subset (deterministic), for quick datasets."""
 
@@ -52,6 +74,8 @@ class Sources(BaseModel):
     tiny_gold_seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the tiny gold generator.")
     preview_rooms: list[str] = Field(default_factory=list, description="Preview rooms and scenario runs (ids) "
                                      "whose recorded turns become samples when the reference policy agrees.")
+    written: list[WrittenTurns] = Field(default_factory=list, max_length=100,
+                                        description="Gold turns written for approved harness versions.")
     max_samples: int | None = Field(None, ge=1, le=10_000_000, description="Keep at most this many samples "
                                                                           "(evenly spaced).")
 
@@ -93,16 +117,17 @@ class Sources(BaseModel):
     @model_validator(mode="after")
     def _something(self) -> Sources:
         scenario_part = self.scenarios and (self.demo_manifests or self.versions)
-        if not scenario_part and not self.tiny_gold and not self.preview_rooms:
-            raise ValueError("no samples: pick scenarios and a harness to answer them under, tiny gold samples or "
-                             "recorded preview rooms")
+        if not scenario_part and not self.tiny_gold and not self.preview_rooms and not self.written:
+            raise ValueError("no samples: pick scenarios and a harness to answer them under, tiny gold samples, "
+                             "recorded preview rooms or written turns")
         return self
 
-    def collect(self, versions: Mapping[str, Manifest] | None = None, recorded: Sequence[Sample] = ()
-                ) -> list[Sample]:
+    def collect(self, versions: Mapping[str, Manifest] | None = None, recorded: Sequence[Sample] = (),
+                written: Sequence[Sample] = ()) -> list[Sample]:
         """The canonical samples, in a fixed order. ``versions``: the manifest of each ``versions`` entry;
         ``recorded``: the samples of the ``preview_rooms``' recorded turns
-        (:func:`training_jobs.hsa.recorded.recorded_samples`)."""
+        (:func:`training_jobs.hsa.recorded.recorded_samples`); ``written``: the samples of the ``written`` turns
+        (:func:`training_jobs.services.datasets.written_source_samples`)."""
         versions = versions or {}
         samples: list[Sample] = []
         harnesses: list[str | tuple[str, Manifest]] = [*self.demo_manifests]
@@ -113,6 +138,7 @@ class Sources(BaseModel):
         if self.tiny_gold:
             samples += tiny_model_samples(self.tiny_gold, seed=self.tiny_gold_seed)
         samples += recorded
+        samples += written
         if self.max_samples and len(samples) > self.max_samples:
             step = len(samples) / self.max_samples
             samples = [samples[math.floor(i * step)] for i in range(self.max_samples)]
@@ -156,4 +182,4 @@ def parse_sources(data: Any) -> Sources:
     return Sources.model_validate(dict(data))
 
 
-__all__ = ["Recipe", "Sources", "located_errors", "parse_recipe", "parse_sources"]
+__all__ = ["Recipe", "Sources", "WrittenTurns", "located_errors", "parse_recipe", "parse_sources"]

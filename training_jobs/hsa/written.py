@@ -48,7 +48,7 @@ class WrittenTurnError(ValueError):
     """A written turn the harness does not accept (``path``: ``turns[3].calls[1].tool``)."""
 
     def __init__(self, path: str, message: str):
-        self.path = path
+        self.path, self.reason = path, message
         super().__init__(f"{path}: {message}")
 
 

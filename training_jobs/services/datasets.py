@@ -158,19 +158,20 @@ def dataset_split(kind: str, recipe: Recipe | None) -> str:
 # --- launching and cancelling ---------------------------------------------------------------------------------
 
 
-def version_manifests(refs: Sequence[str]) -> dict[str, Any]:
-    """The manifests of approved versions named ``slug@number``; ValidationFailed (path ``sources.versions[i]``)
-    for an unknown or unapproved one."""
+def version_manifests(refs: Sequence[str], *, paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The manifests of approved versions named ``slug@number``; ValidationFailed (path ``sources.versions[i]``,
+    or ``paths[i]``) for an unknown or unapproved one."""
     out: dict[str, Any] = {}
     errors = []
     for i, ref in enumerate(refs):
+        at = paths[i] if paths is not None else f"sources.versions[{i}]"
         slug, number = ref.rsplit("@", 1)
         version = (HarnessVersion.objects.select_related("harness")
                    .filter(harness__slug=slug, number=int(number)).first())
         if version is None:
-            errors.append({"path": f"sources.versions[{i}]", "message": f"no harness version {ref}"})
+            errors.append({"path": at, "message": f"no harness version {ref}"})
         elif version.status != HarnessVersion.Status.APPROVED:
-            errors.append({"path": f"sources.versions[{i}]",
+            errors.append({"path": at,
                            "message": f"{ref} is {version.status}: only approved versions are training data"})
         else:
             out[ref] = version.manifest
@@ -193,6 +194,33 @@ def _check_rooms(room_ids: Sequence[str], user=None) -> None:
         raise ValidationFailed("the source selection is invalid", errors=errors)
 
 
+def written_source_samples(sources: Sources) -> list[Sample]:
+    """The samples of the ``written`` turns, each answered through its tool's binding on this host (fixtures,
+    allow-listed endpoints); ValidationFailed locating every turn the harness does not accept
+    (``sources.written[0].turns[3].calls[1].tool``) or a version that is not approved."""
+    from streams.services.tool_runtime import tool_runtime_for
+    from training_jobs.hsa.written import WrittenTurnError, written_sample
+
+    manifests = version_manifests([w.version for w in sources.written],
+                                  paths=[f"sources.written[{i}].version" for i in range(len(sources.written))])
+    runtime = tool_runtime_for()
+    samples: list[Sample] = []
+    errors: list[dict[str, str]] = []
+    for i, entry in enumerate(sources.written):
+        slug = entry.version.replace("@", "-v")
+        for j, turn in enumerate(entry.turns):
+            try:
+                samples.append(written_sample(manifests[entry.version], turn, index=j, source=f"written:{slug}",
+                                              runtime=runtime))
+            except WrittenTurnError as exc:
+                errors.append({"path": f"sources.written[{i}].{exc.path}", "message": exc.reason})
+            except (KeyError, TypeError, AttributeError) as exc:  # a turn of the wrong shape
+                errors.append({"path": f"sources.written[{i}].turns[{j}]", "message": f"not a written turn: {exc}"})
+    if errors:
+        raise ValidationFailed("some written turns are not accepted by their harness", errors=errors[:200])
+    return samples
+
+
 def collect_samples(sources: Sources) -> tuple[list[Sample], dict[str, Any] | None]:
     """The canonical samples of a source selection (the worker's and ``build_hsa_dataset``'s one way), and what
     became of the recorded turns of its preview rooms (``{"considered", "kept", "rejected", "examples"}``;
@@ -208,7 +236,8 @@ def collect_samples(sources: Sources) -> tuple[list[Sample], dict[str, Any] | No
         for reason, n in skipped.items():
             stats.rejected[reason] = stats.rejected.get(reason, 0) + n
         report = stats.to_dict()
-    return sources.collect(version_manifests(sources.versions), recorded=recorded), report
+    written = written_source_samples(sources) if sources.written else []
+    return sources.collect(version_manifests(sources.versions), recorded=recorded, written=written), report
 
 
 def validate_build(*, kind: str, recipe: Any, sources: Any, user=None) -> tuple[Recipe | None, Sources]:
@@ -233,6 +262,8 @@ def validate_build(*, kind: str, recipe: Any, sources: Any, user=None) -> tuple[
     if errors:
         raise ValidationFailed("the dataset request is invalid", errors=errors)
     version_manifests(parsed_sources.versions)
+    if parsed_sources.written:
+        written_source_samples(parsed_sources)  # every turn checked before the build is queued
     _check_rooms(parsed_sources.preview_rooms, user)  # user None: the command line, which sees every room
     _recipe_endpoint_records(parsed_recipe)
     return parsed_recipe, parsed_sources
