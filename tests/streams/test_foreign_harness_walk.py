@@ -200,9 +200,10 @@ def test_order_desk_scenario_run_on_the_worker(manager, reviewer, scripted_model
 
 @needs_shared_db
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(strict=True, reason="waits on HSA for foreign harnesses (helper hsa): a recorded turn becomes a "
-                   "sample only when the live-commerce reference policy can answer its comment, so the order desk's "
-                   "turns are all 'no_reference' and the build fails with 'the selected sources gave no samples'")
+@pytest.mark.xfail(strict=True, reason="recorded turns of a foreign harness: a recorded turn becomes a sample only "
+                   "when the live-commerce reference policy can answer its comment (training_jobs.hsa.recorded), so "
+                   "the order desk's turns are all 'no_reference' and the build fails with 'the selected sources "
+                   "gave no samples'; written turns are the way in today (the test above)")
 def test_order_desk_hsa_dataset_from_its_run(manager, reviewer, ml_staff, scripted_model, scripted_endpoint,
                                              celery_worker_process):
     from training_jobs import services as training_services
@@ -225,6 +226,35 @@ def test_order_desk_hsa_dataset_from_its_run(manager, reviewer, ml_staff, script
         assert dataset.sample_count == 4 and dataset.stats["recorded_turns"]["kept"] == 4
         assert dataset.stats["rows"] == dataset.row_counts[dataset.split] >= dataset.sample_count
         assert dataset.stats["operators"]
+    finally:
+        shutil.rmtree(training_services.datasets_dir() / str(dataset.pk), ignore_errors=True)
+
+
+ORDER_DESK_TURNS = ROOT / "tests" / "training_jobs" / "data" / "order_desk_turns.yaml"  # written gold turns
+
+
+@needs_shared_db
+@pytest.mark.django_db(transaction=True)
+def test_order_desk_hsa_dataset_from_written_turns_on_the_worker(manager, reviewer, ml_staff,
+                                                                  celery_worker_process):
+    """HSA for a harness the reference policy does not know: the team's written gold turns for the approved
+    version, each answered by the tools' fixtures, augmented and built into a dataset by the real worker."""
+    from training_jobs import services as training_services
+    from training_jobs.models import Dataset
+
+    version = _approved(manager, reviewer)
+    turns = load_yaml(ORDER_DESK_TURNS.read_text(encoding="utf-8"))
+    dataset = training_services.dataset_build_start(
+        user=ml_staff, recipe={"name": "order-desk", "seed": 3, "variants_per_sample": 2, "harness_pool_size": 4},
+        sources={"scenarios": [], "demo_manifests": [],
+                 "written": [{"version": f"{version.harness.slug}@{version.number}", "turns": turns}]})
+    try:
+        dataset = _wait(lambda: (d := Dataset.objects.get(pk=dataset.pk)).is_finished and d, timeout=240,
+                        what="the dataset build")
+        assert dataset.status == "succeeded", dataset.error
+        assert dataset.sample_count == len(turns)
+        assert dataset.stats["rows"] == dataset.row_counts[dataset.split] > 0
+        assert any(c.get("applied") for c in dataset.stats["operators"].values()), dataset.stats["operators"]
     finally:
         shutil.rmtree(training_services.datasets_dir() / str(dataset.pk), ignore_errors=True)
 
