@@ -157,7 +157,9 @@ def parse_manifest(data: Any) -> Manifest:
     try:
         manifest = Manifest.model_validate(data, context={_SKIP_SEMANTICS: True})
     except ValidationError as exc:
-        errors = [*control, *pydantic_errors(exc), *semantic_errors_of_data(data)]
+        flagged = [tuple(e["loc"]) for e in exc.errors(include_url=False, include_context=False,
+                                                      include_input=False)]
+        errors = [*control, *pydantic_errors(exc), *semantic_errors_of_data(data, flagged)]
         raise ManifestError(in_document_order(errors, data)) from None
     errors = [*control, *validate_semantics(manifest)]
     if errors:

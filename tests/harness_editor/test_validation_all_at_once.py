@@ -240,3 +240,27 @@ def _raised(call) -> list:
     with pytest.raises(ManifestError) as caught:
         call()
     return caught.value.errors
+
+
+MUTATIONS = [
+    ("skills", 1, "priority", 1), ("skills", 0, "id", "bad id!"), ("tools", 0, "name", "x y"),
+    ("tools", 2, "binding", {"kind": "http"}), ("hooks", 0, "max_chars", "x"), ("hooks", 6, "kind", "nope"),
+    ("tools", 1, "description", ""), ("skills", 3, "kind", "answer"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=4), st.booleans())
+def test_skipping_items_the_structural_pass_flagged_changes_nothing(mutations, break_constraints):
+    from harness_editor.schemas import Manifest as M
+    from harness_editor.schemas.semantics import semantic_errors_of_data
+
+    d = v1()
+    for section, index, key, value in mutations:
+        d[section][index][key] = value
+    if break_constraints:
+        d["constraints"]["reply_min_chars"] = "many"
+    with pytest.raises(ValidationError) as caught:
+        M.model_validate(d)
+    flagged = [tuple(e["loc"]) for e in caught.value.errors()]
+    assert semantic_errors_of_data(d, flagged) == semantic_errors_of_data(d)
