@@ -23,6 +23,7 @@ from console.views import role_required
 from harness_editor.models import HarnessVersion
 from streams import selectors, services
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
+from streams.services.tool_runtime import tool_bindings_available, tool_runtime_for
 
 # (value, label) of the play speeds offered: simulated/real time; 0 = as fast as turns finish
 SPEED_CHOICES = [("1", "×1 (real time)"), ("10", "×10"), ("60", "×60 (a minute a second)"),
@@ -124,12 +125,16 @@ def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: i
                 .order_by("-number").only("id", "number", "status", "harness_id"))
     speed = next((v for v, _ in SPEED_CHOICES if float(v) == room.play_speed), "10")
     is_owner = room.access == selectors.OWNER
+    # tools a call would answer with a fault here (unbound, endpoint or MCP server not on this host's allow-list):
+    # said before anyone sends a comment, not discovered in a turn
+    runtime = tool_runtime_for(room.scenario if room.scenario_id is not None else None)
     return render(request, "streams/preview_room.html", {
         "room": room, "versions": versions, "ws_path": f"/ws/preview/{room.pk}/", "error": error,
         "play_form": PlayForm(initial={"speed": speed}),
         "can_drive": room.access in (selectors.OWNER, selectors.MEMBER), "is_owner": is_owner,
         "members": selectors.preview_room_members(room=room),
         "member_form": member_form or (MemberForm() if is_owner and not room.is_run else None),
+        "tool_warnings": tool_bindings_available(room.harness_version.manifest, runtime),
     }, status=status)
 
 
