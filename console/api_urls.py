@@ -13,6 +13,7 @@ from console import signin
 from console.apis import AuditListApi, ErrorSerializer, api_not_found
 from console.parsing import SafeJSONParser
 from harness_editor import apis as harness_apis
+from harness_editor import contract_apis
 from harness_editor import import_apis as harness_import_apis
 from streams import deployment_api_urls, live_api_urls, serving_api_urls
 from training_jobs import apis as training_apis
@@ -72,8 +73,8 @@ urlpatterns = [
     path(L + "history", harness_apis.LabelHistoryApi.as_view(), name="api-label-history"),
     path("audit/", AuditListApi.as_view(), name="api-audit"),
     path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
-    path("manifest-schema", harness_apis.ManifestSchemaApi.as_view(), name="api-manifest-schema"),
-    path("bindings", harness_apis.BindingListApi.as_view(), name="api-binding-list"),
+    path("manifest-schema", contract_apis.ManifestSchemaApi.as_view(), name="api-manifest-schema"),
+    path("bindings", contract_apis.BindingListApi.as_view(), name="api-binding-list"),
     path("datasets/", training_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),
     path("model-endpoints/", training_apis.ModelEndpointListApi.as_view(), name="api-model-endpoint-list"),
     path("datasets/<uuid:dataset_id>/", training_apis.DatasetDetailApi.as_view(), name="api-dataset-detail"),
