@@ -321,3 +321,19 @@ def test_facts_are_read_as_the_tiny_models_evaluation_reads_them():
     for text, fact in [("It is $19.9 now", "19.9"), ("It is $119.9", "19.9"), ("It is 19.95", "19.9"),
                        ("3-5 business days", "3-5 business days"), ("GLOW5!", "GLOW5")]:
         assert rules.states(text, fact) == _states(text, [fact])
+
+
+# --- another harness's field names --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reply", "rule"), [
+    ("We have 14 of the Trail Tee in size L in stock.", None),  # the desk's `in_stock`: the stock field
+    ("We have 15 of the Trail Tee in size L in stock.", "facts.unbacked"),
+    ("The Trail Tee is $24.5 each.", None),  # `unit_price`: the price
+    ("The Trail Tee is $30 each.", "facts.wrong_field"),  # `regular_price`: the list price, said as the price
+])
+def test_figures_under_another_harness_field_names(room, reply, rule):
+    result = {"sku": "TEE-L", "title": "Trail Tee", "in_stock": 14, "unit_price": 24.5, "regular_price": 30}
+    facts = run_check("facts", TurnView(reply, [{"viewer": "dana", "text": "is the tee in L in stock?"}], room,
+                                        [result]))
+    assert [p.rule for p in facts] == ([rule] if rule else []), facts

@@ -45,7 +45,6 @@ from training_jobs.hsa.written import (
     written_samples,
 )
 
-KNOWN_FACT_FIELD_GAP = {"stock-tee-l", "stock-boots-43"}
 MUTATING = {"cancel", "create", "update", "start", "request", "issue", "escalate", "delete", "send", "apply", "book",
             "close"}
 TURNS = Path(__file__).parent / "data" / "order_desk_turns.yaml"
@@ -436,7 +435,5 @@ def test_relabelled_gold_turns_run_through_the_engine_under_augmented_order_desk
         if judged.passed:
             got = [s for s in judged.target if isinstance(s, ToolCall)]
             assert [s.result for s in got] == [s.result for s in sample.tool_calls()]  # the fixtures answered alike
-    # The judge's accuracy rule reads numbers only from live-room result fields (streams.engine.rules.facts
-    # FIELD_KEYS: price, stock, ...), so "14 in stock" backed by the desk's `in_stock` field is judged inaccurate:
-    # a gap of the rules, not of HSA (reported). Everything HSA is responsible for passes on every turn.
-    assert {k: v for k, v in verdicts.items() if v} == {k: ["inaccurate"] for k in KNOWN_FACT_FIELD_GAP}
+    # "14 in stock" is backed by the desk's `in_stock` field (streams.engine.rules.facts FIELD_ALIASES)
+    assert {k: v for k, v in verdicts.items() if v} == {}

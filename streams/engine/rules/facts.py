@@ -36,6 +36,14 @@ from streams.engine.rules.entities import catalogue_of
 
 FIELD_KEYS: frozenset[str] = frozenset({"price", "list_price", "stock", "remaining", "discount", "min_spend",
                                         "free_over", "return_days"})
+# The same fields under the names other harnesses give them (an order desk's ``in_stock``, a catalogue's
+# ``unit_price``): a figure read under its alias is that field, so one set of rules judges every harness.
+FIELD_ALIASES: Mapping[str, str] = {
+    "in_stock": "stock", "stock_level": "stock", "stock_count": "stock", "quantity_available": "stock",
+    "qty_available": "stock", "available_quantity": "stock", "units_available": "stock", "units_left": "stock",
+    "inventory": "stock", "unit_price": "price", "sale_price": "price", "current_price": "price",
+    "regular_price": "list_price", "original_price": "list_price", "msrp": "list_price",
+}
 ACCEPTS: Mapping[str, frozenset[str]] = {
     "price": frozenset({"price"}),
     "list_price": frozenset({"list_price"}),
@@ -111,8 +119,9 @@ def result_figures(results: Iterable[Any]) -> list[Figure]:
                     out.append(Figure("percent_off", x, *here))
             for k, x in v.items():
                 n = finite(x)
-                if n is not None and k in FIELD_KEYS:
-                    out.append(Figure(k, key(n), *here))
+                field = k if k in FIELD_KEYS else FIELD_ALIASES.get(k) if isinstance(k, str) else None
+                if n is not None and field is not None:
+                    out.append(Figure(field, key(n), *here))
                 elif k == "delivery_days" and isinstance(x, str) and (d := days_key(x)):
                     out.append(Figure(k, key(float(d.split("-")[-1])), *here, days=d))
                 elif isinstance(x, (Mapping, list, tuple)):
