@@ -255,3 +255,18 @@ def test_a_cancelled_streamed_build_leaves_no_dataset(tmp_path: Path, samples):
                       cancel=lambda: True)
     assert not (tmp_path / "c" / "dataset").exists()
     assert not any(p.name.startswith(".") for p in (tmp_path / "c").iterdir())
+
+
+def test_prompt_uses_the_harness_speaker_label() -> None:
+    """A comment without a name reads ``[customer] ...`` on the order desk, in the builder as in render_prompt."""
+    import dataclasses
+
+    from training_jobs.hsa.samples import load_demo_manifest
+    from training_jobs.hsa.written import load_turns, written_sample
+
+    desk = load_demo_manifest("order_desk")
+    sample = written_sample(desk, load_turns(Path(__file__).parent / "data" / "order_desk_turns.yaml")[0])
+    sample = dataclasses.replace(sample, comments=({"text": sample.comments[0]["text"]},))  # no name given
+    messages = prompt_messages(desk, sample)
+    assert messages[-1]["content"].startswith("[customer] ")
+    assert messages == render_prompt(desk, room=dict(sample.room), comments=list(sample.comments)).messages

@@ -315,7 +315,8 @@ def prompt_messages(manifest: Manifest, sample: Sample, *, room_lines: Sequence[
     system = render_system_text(manifest, sample.room, room_lines=room_lines)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     if sample.comments:
-        messages.append({"role": "user", "content": render_comments(sample.comments)})
+        messages.append({"role": "user", "content": render_comments(
+            sample.comments, speaker_label=manifest.conventions.speaker_label)})
     return messages
 
 
