@@ -70,6 +70,14 @@ class RecipeForm(forms.Form):
         required=False, widget=forms.CheckboxSelectMultiple, label="Recorded turns of",
         help_text="preview rooms and scenario runs under approved versions: each turn is replayed and kept only "
                   "when the reference policy agrees with it")
+    written_version = forms.ChoiceField(required=False, label="Written turns for",
+                                        help_text="an approved harness version the turns below are written for")
+    written_turns = forms.CharField(
+        required=False, label="Written gold turns (YAML or JSON list)",
+        widget=forms.Textarea(attrs={"rows": 6, "class": "code"}),
+        help_text="for a harness the reference policy does not know: each turn a comment, the skill to load, the "
+                  "tool calls (answered by the tools' own bindings) and the reply; every turn is checked against "
+                  "the harness before the build is queued")
     max_samples = forms.IntegerField(required=False, help_text="keep at most this many samples (evenly spaced)")
     # labels
     label_mode = forms.ChoiceField(required=False, choices=[("mechanical", "mechanical (relabel the gold turn)"),
@@ -88,6 +96,7 @@ class RecipeForm(forms.Form):
         self.fields["scenarios"].choices = [(s, s) for s in scenario_ids]
         self.fields["scenarios"].initial = scenario_ids
         self.fields["versions"].choices = _version_choices()
+        self.fields["written_version"].choices = [("", "— none —"), *_version_choices()]
         # only rooms the user may see: another's private preview room is not theirs to train on
         self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms(user=user)]
         endpoints = [(e.name, f"{e.name} · {e.model}") for e in model_endpoint_list()]
@@ -106,7 +115,7 @@ class RecipeForm(forms.Form):
 
     def source_fields(self) -> list[forms.BoundField]:
         return [self[n] for n in ("scenarios", "demo_manifests", "versions", "tiny_gold", "tiny_gold_seed",
-                                  "preview_rooms", "max_samples")]
+                                  "preview_rooms", "written_version", "written_turns", "max_samples")]
 
     def operator_rows(self) -> list[dict[str, Any]]:
         return [{"name": name, "dimension": op.dimension, "description": op.description,
@@ -120,6 +129,28 @@ class RecipeForm(forms.Form):
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+
+    def clean_written_turns(self) -> Any:
+        import yaml
+
+        text = self.cleaned_data.get("written_turns", "").strip()
+        if not text:
+            return None
+        try:
+            turns = yaml.safe_load(text)  # JSON is YAML too
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise forms.ValidationError(f"not YAML or JSON{where}: {getattr(exc, 'problem', exc)}") from None
+        if not isinstance(turns, list) or not turns:
+            raise forms.ValidationError("a list of turns (each with a comment, calls and a reply)")
+        return turns
+
+    def clean(self) -> dict[str, Any]:
+        d = super().clean()
+        if d.get("written_turns") and not d.get("written_version"):
+            self.add_error("written_version", "pick the approved harness version the turns are written for")
+        return d
 
     def request(self) -> dict[str, Any]:
         """``{"kind", "with_baseline", "name", "recipe", "sources"}`` from the cleaned data."""
@@ -140,6 +171,8 @@ class RecipeForm(forms.Form):
         sources: dict[str, Any] = {"scenarios": d["scenarios"], "demo_manifests": d["demo_manifests"],
                                    "versions": d["versions"], "tiny_gold": d["tiny_gold"],
                                    "tiny_gold_seed": d["tiny_gold_seed"], "preview_rooms": d["preview_rooms"]}
+        if d.get("written_turns"):
+            sources["written"] = [{"version": d["written_version"], "turns": d["written_turns"]}]
         if d.get("max_samples") is not None:
             sources["max_samples"] = d["max_samples"]
         build = d["build"]
@@ -164,6 +197,10 @@ class RecipeForm(forms.Form):
                     field = f"p_{name}" if op.group(2) == "probability" else f"op_{name}"
             elif m and m.group(1) in self.fields:
                 field = m.group(1)
+            elif path.startswith("sources.written"):
+                field = "written_version" if path.endswith(".version") else "written_turns"
+                message = f"{path.removeprefix('sources.written[0].')}: {message}" if field == "written_turns" \
+                    else message
             else:
                 s = re.match(r"^sources\.([a-z_]+)", path)
                 if s and s.group(1) in self.fields:
@@ -299,6 +336,28 @@ class TrainingJobForm(forms.Form):
         if not isinstance(data, dict):
             raise forms.ValidationError("a JSON object of config fields, e.g. {\"weight_decay\": 0.01}")
         return data
+
+    def clean_written_turns(self) -> Any:
+        import yaml
+
+        text = self.cleaned_data.get("written_turns", "").strip()
+        if not text:
+            return None
+        try:
+            turns = yaml.safe_load(text)  # JSON is YAML too
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise forms.ValidationError(f"not YAML or JSON{where}: {getattr(exc, 'problem', exc)}") from None
+        if not isinstance(turns, list) or not turns:
+            raise forms.ValidationError("a list of turns (each with a comment, calls and a reply)")
+        return turns
+
+    def clean(self) -> dict[str, Any]:
+        d = super().clean()
+        if d.get("written_turns") and not d.get("written_version"):
+            self.add_error("written_version", "pick the approved harness version the turns are written for")
+        return d
 
     def request(self) -> dict[str, Any]:
         """``{"kind", "dataset_id", "base_model_id", "name", "config"}`` for ``services.training_job_start``."""

@@ -70,3 +70,55 @@ def test_the_source_shape_is_checked() -> None:
         parse_sources({"scenarios": [], "written": [{"version": "order desk", "turns": []}]})
     text = str(info.value)
     assert "slug@number" in text and "turns" in text
+
+
+# --- the dataset form -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def queued_tasks(monkeypatch):
+    sent = []
+    from training_jobs import tasks
+
+    monkeypatch.setattr(tasks.dataset_build, "apply_async", lambda args, queue, task_id: sent.append(args[0]))
+    return sent
+
+
+def _form(**over) -> dict:
+    data = {"name": "desk", "build": "hsa", "seed": 0, "variants_per_sample": 2, "names": "train",
+            "harness_pool_size": 8, "scenarios": [], "demo_manifests": [], "tiny_gold": 0, "tiny_gold_seed": 0,
+            "op_rename_tools": "on", "p_rename_tools": "0.7"}
+    data.update(over)
+    return data
+
+
+def test_the_form_builds_from_written_turns(client, ml_staff, order_desk, queued_tasks) -> None:
+    import yaml
+
+    from training_jobs.models import Dataset
+
+    client.force_login(ml_staff)
+    page = client.get("/datasets/new/").content.decode()
+    assert 'name="written_turns"' in page and "order-desk v1" in page
+    text = yaml.safe_dump(TURNS[:3], sort_keys=False)
+    response = client.post("/datasets/new/", _form(written_version="order-desk@1", written_turns=text))
+    d = Dataset.objects.get()
+    assert response.status_code == 302 and d.sources["written"][0]["version"] == "order-desk@1"
+    assert len(d.sources["written"][0]["turns"]) == 3
+
+
+def test_form_errors_of_written_turns_land_on_their_fields(client, ml_staff, order_desk, queued_tasks) -> None:
+    import yaml
+
+    from training_jobs.models import Dataset
+
+    client.force_login(ml_staff)
+    bad = yaml.safe_dump([{**TURNS[0], "calls": [{"tool": "refund_everything", "arguments": {}}]}])
+    response = client.post("/datasets/new/", _form(written_version="order-desk@1", written_turns=bad))
+    body = response.content.decode()
+    assert response.status_code == 400 and "turns[0].calls[0].tool" in body and "refund_everything" in body
+    no_version = client.post("/datasets/new/", _form(written_turns=bad))
+    assert no_version.status_code == 400 and "pick the approved harness version" in no_version.content.decode()
+    not_yaml = client.post("/datasets/new/", _form(written_version="order-desk@1", written_turns="- [unclosed"))
+    assert not_yaml.status_code == 400 and "not YAML or JSON" in not_yaml.content.decode()
+    assert not Dataset.objects.exists()
