@@ -3,11 +3,13 @@ types a schema node admits against what a binding parameter takes."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -202,11 +204,28 @@ def _schema_lint(node: Any, parts: tuple[str | int, ...], depth: int = 0) -> Ite
                 yield from _schema_lint(sub, (*parts, key, name), depth + 1)
 
 
+# The lint (unknown keywords, ``required`` names not in ``properties``, ...) came after versions were stored: it
+# judges new input (parse_manifest: the editor, the API, imports), not a stored version being read back or a
+# manifest built from one (HSA variants): those stay loadable under the rules they were approved by.
+_LINT: contextvars.ContextVar[bool] = contextvars.ContextVar("harness_editor_schema_lint", default=True)
+
+
+@contextlib.contextmanager
+def without_schema_lint() -> Iterator[None]:
+    """Tool schemas are held to the meta-schema only, not to :func:`_schema_lint` (see :data:`_LINT`)."""
+    token = _LINT.set(False)
+    try:
+        yield
+    finally:
+        _LINT.reset(token)
+
+
 def tool_schema_problems(schema: dict[str, Any]) -> list[Problem]:
     """Every problem of a tool's parameters schema, each once, in document order: the meta-schema's errors
-    (deduplicated: its ``$dynamicRef`` reports one fault up to eight times) and :func:`_schema_lint`'s. A
-    list-form ``items`` is one problem, not the meta-schema's complaint per element."""
-    lint = list(_schema_lint(schema, ()))
+    (deduplicated: its ``$dynamicRef`` reports one fault up to eight times) and :func:`_schema_lint`'s (not inside
+    :func:`without_schema_lint`). A list-form ``items`` is one problem, not the meta-schema's complaint per
+    element."""
+    lint = list(_schema_lint(schema, ())) if _LINT.get() else []
     list_items = {p for p, m in lint if m == LIST_ITEMS_MESSAGE}
     out: list[Problem] = []
     seen: set[Problem] = set()
