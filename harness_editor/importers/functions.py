@@ -175,6 +175,15 @@ def typed_parameters(params: Any, at: str, rec: Recorder) -> dict[str, Any]:
             p_at = _join(at, name)
             if isinstance(value, dict) and "name" in value and "type" in value and not isinstance(value["name"], dict):
                 value = {k: v for k, v in value.items() if k != "name"}
+            if isinstance(value, str) and "=" in value:  # "bool = False": a type with its default
+                parsed = _param_text(f"{name}: {value}", p_at, rec)
+                if parsed is None:
+                    continue
+                _, schema, optional = parsed
+                props[str(name)] = schema
+                if not optional:
+                    required.append(str(name))
+                continue
             schema, optional = normalize_schema(value, p_at, rec)
             props[str(name)] = schema
             has_default = isinstance(value, dict) and "default" in value

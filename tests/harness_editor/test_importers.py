@@ -494,3 +494,13 @@ def test_type_text_parses_or_says_why(text):
         python_type_schema(text)
     except TypeSyntaxError:
         pass
+
+
+def test_a_type_with_its_default_in_the_name_to_type_form() -> None:
+    result = import_tools({"name": "rooms.list", "parameters": {"include_reserved": "bool = False", "floor": "int",
+                                                                "tag": 'str = "a=b"'}}, source="functions")
+    params = result.tools[0]["parameters"]
+    assert params["properties"]["include_reserved"] == {"type": "boolean", "default": False}
+    assert params["properties"]["tag"] == {"type": "string", "default": "a=b"}
+    assert params["required"] == ["floor"]
+    assert not [c for c in result.changes if c.kind == "unknown_type"]
