@@ -244,10 +244,14 @@ def _ifeval_summary(run: EvalRun) -> dict[str, Any]:
     return out
 
 
-def _judge():
+def _judge(base: Any = None):
+    """The rules' judge; ``base`` (the run's harness) is what a case's ``tool`` calls are written in when the case
+    runs under a T2/T3 variant of it."""
+    from functools import partial
+
     from training_jobs.evals.judging import judge_case
 
-    return judge_case
+    return partial(judge_case, base_manifest=base)
 
 
 def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], Any] | None = None,
@@ -261,7 +265,7 @@ def _play(run: EvalRun, reporter: JobReporter, *, backend_factory: Callable[[], 
     reporter.stage("playing cases")
     reporter.progress(len(done), total, force=True)
     base = run.harness_version.manifest if run.harness_version is not None else None
-    judge = _judge() if base is not None else None
+    judge = _judge(base) if base is not None else None
     backend = backend_factory() if backend_factory is not None else OpenAIChatClient(run.endpoint.as_config())
     from training_jobs import eval_judges
 

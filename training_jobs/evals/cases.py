@@ -13,7 +13,10 @@ What a harness case (T1–T3) holds, in the project's own terms:
 - ``gold_facts``: what a correct reply states, each backed by one binding call on the room (``binding`` +
   implementation ``arguments`` + dotted ``field`` of its result = ``value``; ``say`` is the spoken form);
 - ``expected_tools``: binding ids + implementation arguments (not tool names: a renamed or reshaped tool is
-  still the same call), and ``expected_skills``: reply skill ids of the case's ``harness``; ``intents`` lets a
+  still the same call). A harness whose tools are not built-in (fixture, http or MCP bindings: a shop's order
+  desk) names a call by ``tool`` instead, in the tool's own arguments; it is judged by what carries the call out,
+  so an HSA-renamed or reshaped variant still matches (:mod:`training_jobs.evals.open_calls`). Such a case
+  needs no room when none of its calls is built-in; ``expected_skills``: reply skill ids of the case's ``harness``; ``intents`` lets a
   runner find the fitting reply skill of any other harness (:func:`streams.reference_policy.pick_reply_skill`);
 - ``forbidden_claims``: what a reply must not say (an invented price, an efficacy promise, false stock, ...);
 - ``tool_faults`` (T3): :class:`streams.engine.faults.ToolFault` keyed by binding id or tool name — exactly the
@@ -37,6 +40,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -98,23 +102,31 @@ class GoldFact(_Model):
     """A fact a correct reply states, backed by one binding call on the case's room: ``binding(room,
     **arguments)`` returns ``value`` at ``field`` (a dotted path, list items by index: ``coupons.0.code``)."""
 
-    binding: str = Field(description="Binding id (streams.bindings.BINDINGS) whose result holds the fact.")
+    binding: str = Field(default="", description="Binding id (streams.bindings.BINDINGS) whose result holds the "
+                         "fact; or name the call by ``tool`` instead.")
     arguments: dict[str, Any] = Field(default_factory=dict,
-                                      description="Implementation keyword arguments of that call.")
+                                      description="Implementation keyword arguments of that call (with ``tool``: "
+                                      "the tool's own arguments).")
     field: str = Field(min_length=1, max_length=120, description="Dotted path of the value in the result.")
     value: Scalar = Field(description="The value the binding returns there.")
     say: str = Field(min_length=1, max_length=200,
                      description="How a reply says it (the renderer's number form: 19.9, 12, '3-5 business days').")
     link_id: int | None = Field(default=None, description="The product the fact is about, if any.")
+    tool: str = Field(default="", max_length=64, description="Instead of ``binding``: the tool of the case's harness "
+                      "whose call holds the fact (any binding kind: fixture, http, mcp, built-in).")
 
 
 class ExpectedToolCall(_Model):
     """A call a correct turn makes, in implementation terms (survives tool renames and reshaped schemas)."""
 
-    binding: str = Field(description="Binding id (streams.bindings.BINDINGS).")
+    binding: str = Field(default="", description="Binding id (streams.bindings.BINDINGS); or name the call by "
+                         "``tool`` instead.")
     arguments: dict[str, Any] = Field(default_factory=dict,
-                                      description="Implementation keyword arguments (a subset a correct call has).")
+                                      description="Implementation keyword arguments (a subset a correct call has); "
+                                      "with ``tool``: the tool's own arguments.")
     optional: bool = Field(default=False, description="A good turn may make it; leaving it out is not an error.")
+    tool: str = Field(default="", max_length=64, description="Instead of ``binding``: the tool of the case's harness "
+                      "(any binding kind), with its own arguments.")
 
 
 class ForbiddenClaim(_Model):
@@ -226,8 +238,49 @@ def _binding_errors(binding: str, arguments: Mapping[str, Any], at: str) -> list
             for name in arguments if name not in b.params]
 
 
-def case_errors(case: EvalCase) -> list[FieldError]:
-    """What one field cannot see alone: what each kind needs, known bindings and parameters, a valid room."""
+def _call_errors(binding: str, tool: str, arguments: Mapping[str, Any], at: str) -> list[FieldError]:
+    """A gold fact or expected call names its call by a built-in ``binding`` or by a ``tool`` of the harness."""
+    if binding and tool:
+        return [FieldError(path=f"{at}.tool", message="name the call by binding or by tool, not both")]
+    if tool:
+        return []  # checked against the harness (training_jobs.evals.open_calls.tool_call_errors)
+    if not binding:
+        return [FieldError(path=f"{at}.binding", message="name the call by a built-in binding id or by a tool of "
+                           "the harness (tool)")]
+    return _binding_errors(binding, arguments, at)
+
+
+def names_tools(case: EvalCase) -> bool:
+    """Does the case name any call by its harness's tool (rather than a built-in binding)?"""
+    return any(f.tool for f in case.gold_facts) or any(t.tool for t in case.expected_tools)
+
+
+@lru_cache(maxsize=16)
+def _demo_harness(name: str):
+    """The demo manifest a case names (harness_editor/demo/<name>.yaml), or None ('slug@version' and unknown
+    names: the caller that knows the version passes its manifest)."""
+    if not re.fullmatch(r"[a-z0-9_]+", name or ""):
+        return None
+    from training_jobs.hsa.samples import load_demo_manifest
+
+    try:
+        return load_demo_manifest(name)
+    except Exception:  # not a demo manifest
+        return None
+
+
+def _roomless(case: EvalCase) -> bool:
+    # the live room is what built-in bindings read: a case whose calls all name tools of a harness bound to fixtures,
+    # http or MCP (a shop's order desk) has no room to give
+    return names_tools(case) and not any(f.binding for f in case.gold_facts) and not any(
+        t.binding for t in case.expected_tools)
+
+
+def case_errors(case: EvalCase, manifest: Any = None) -> list[FieldError]:
+    """What one field cannot see alone: what each kind needs, known bindings and parameters, a valid room. Calls
+    named by ``tool`` are checked against ``manifest`` (default: the demo harness ``case.harness`` names, when it
+    is one): the tool exists, its arguments are declared, and each call is made through the real dispatcher
+    (:mod:`training_jobs.evals.open_calls`)."""
     from streams.scenarios import parse_room
 
     errors: list[FieldError] = []
@@ -235,7 +288,8 @@ def case_errors(case: EvalCase) -> list[FieldError]:
         if not case.comments:
             errors.append(FieldError(path="comments", message=f"a {case.kind} case needs at least one comment"))
         if not case.room:
-            errors.append(FieldError(path="room", message=f"a {case.kind} case needs a room"))
+            if not _roomless(case):
+                errors.append(FieldError(path="room", message=f"a {case.kind} case needs a room"))
         else:
             try:
                 parse_room(case.room)
@@ -258,10 +312,19 @@ def case_errors(case: EvalCase) -> list[FieldError]:
                                      f"{len(case.instruction_id_list)} instructions (one each)"))
     if case.kind in ("t2", "t3") and case.harness_variant is None:
         errors.append(FieldError(path="harness_variant", message=f"a {case.kind} case says how its harness varies"))
+    call_errors: list[FieldError] = []
     for i, f in enumerate(case.gold_facts):
-        errors += _binding_errors(f.binding, f.arguments, f"gold_facts[{i}]")
+        call_errors += _call_errors(f.binding, f.tool, f.arguments, f"gold_facts[{i}]")
     for i, t in enumerate(case.expected_tools):
-        errors += _binding_errors(t.binding, t.arguments, f"expected_tools[{i}]")
+        call_errors += _call_errors(t.binding, t.tool, t.arguments, f"expected_tools[{i}]")
+    errors += call_errors
+    if not call_errors and names_tools(case):
+        if manifest is None:
+            manifest = _demo_harness(case.harness)
+        if manifest is not None:
+            from training_jobs.evals.open_calls import tool_call_errors
+
+            errors += tool_call_errors(case, manifest)
     for key, fault in case.tool_faults.items():
         if key != fault.binding:
             errors.append(FieldError(path=f"tool_faults[{json.dumps(key)}].binding",
@@ -272,9 +335,10 @@ def case_errors(case: EvalCase) -> list[FieldError]:
 # --- one case -----------------------------------------------------------------------------------------------
 
 
-def parse_case(data: Any) -> EvalCase:
+def parse_case(data: Any, *, manifest: Any = None) -> EvalCase:
     """Plain data → EvalCase; raises ManifestError with every error of the first failing pass, at its path
-    (``comments[0].text``), like :func:`harness_editor.schemas.parse_manifest`."""
+    (``comments[0].text``), like :func:`harness_editor.schemas.parse_manifest`. ``manifest``: the harness the
+    case's ``tool`` calls are checked against when ``case.harness`` is not a demo harness ('slug@version')."""
     if not isinstance(data, dict):
         got = "null" if data is None else type(data).__name__
         raise ManifestError([FieldError(path="", message=f"a case must be an object, got {got}")])
@@ -285,7 +349,7 @@ def parse_case(data: Any) -> EvalCase:
         case = EvalCase.model_validate(data, context={_SKIP_SEMANTICS: True})
     except ValidationError as exc:
         raise ManifestError(pydantic_errors(exc)) from None
-    errors = case_errors(case)
+    errors = case_errors(case, manifest)
     if errors:
         raise ManifestError(errors)
     return case

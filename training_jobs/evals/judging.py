@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness_editor.schemas import Manifest
+from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
 from streams import bound_calls
+from streams.engine.events import ToolCallEvent
 from streams.engine.rules.base import Problem
 from streams.engine.rules.judge import (
     CallRecord,
@@ -29,6 +30,7 @@ from streams.engine.rules.judge import (
     judge_turn,
 )
 from streams.engine.turn import TurnResult
+from training_jobs.evals.open_calls import call_identity, expected_identity
 
 
 def reply_skills_for(case: Any, manifest: Manifest) -> tuple[str, ...]:
@@ -50,18 +52,42 @@ def reply_skills_for(case: Any, manifest: Manifest) -> tuple[str, ...]:
     return tuple(picked)
 
 
-def expectation_for(case: Any, manifest: Manifest) -> Expectation:
+def _expected_call(t: Any, base: Manifest) -> ExpectedCall:
+    if not t.tool:
+        return ExpectedCall(t.binding, dict(t.arguments))
+    bound = expected_identity(t.tool, t.arguments, base)
+    return ExpectedCall(bound.binding, bound.arguments)
+
+
+def expectation_for(case: Any, manifest: Manifest, base_manifest: Manifest | None = None) -> Expectation:
+    """The rules' gold for ``case`` judged under ``manifest``. A call the case names by ``tool`` is read in the
+    terms of ``base_manifest`` (the harness the case is written for, before its T2/T3 variant; default:
+    ``manifest``) and compared by what carries it out (:mod:`training_jobs.evals.open_calls`)."""
+    base = base_manifest if base_manifest is not None else manifest
     facts = tuple(GoldFact(value=f.say, link_id=f.link_id, field=f.field.rsplit(".", 1)[-1])
                   for f in case.gold_facts)
-    calls = tuple(ExpectedCall(t.binding, dict(t.arguments)) for t in case.expected_tools if not t.optional)
+    calls = tuple(_expected_call(t, base) for t in case.expected_tools if not t.optional)
     return Expectation(facts=facts, calls=calls, reply_skills=reply_skills_for(case, manifest))
 
 
 def turn_calls(result: TurnResult, manifest: Manifest) -> tuple[list[CallRecord], list[Any], list[str]]:
     """What the rules read of a played turn: its executed manifest-tool calls (bound, with success), the
     results of the successful ones (what backs facts) and the skills loaded (the runtime's reading,
-    :func:`streams.bound_calls.turn_calls`)."""
-    return bound_calls.turn_calls(result.events, manifest)
+    :func:`streams.bound_calls.turn_calls`), with open-bound calls identified as evaluation compares them
+    (:func:`training_jobs.evals.open_calls.call_identity`; built-in calls are the runtime's reading as is)."""
+    calls, backing, loaded = bound_calls.turn_calls(result.events, manifest)
+    if all(isinstance(t.binding, str) for t in manifest.tools):
+        return calls, backing, loaded
+    # the runtime's records are in call order, one per executed manifest-tool call: re-identify those
+    executed = [e for e in result.events if isinstance(e, ToolCallEvent) and e.valid and e.error is None
+                and e.name != LOAD_SKILL_TOOL and manifest.tool(e.name) is not None]
+    if len(executed) != len(calls):
+        return calls, backing, loaded
+    out = []
+    for e, record in zip(executed, calls):
+        bound = call_identity(manifest.tool(e.name), e.arguments)  # type: ignore[arg-type]
+        out.append(CallRecord(bound.binding, dict(bound.arguments), record.ok))
+    return out, backing, loaded
 
 
 def _pattern_problems(reply: str, case: Any) -> list[Problem]:
@@ -78,12 +104,14 @@ def _pattern_problems(reply: str, case: Any) -> list[Problem]:
     return out
 
 
-def judge_case(*, result: TurnResult, manifest: Manifest, room: Mapping[str, Any], case: Any) -> Judgement:
-    """Judge one sample of an eval case (the runner's ``judge``): the one rule set, with the case as gold."""
+def judge_case(*, result: TurnResult, manifest: Manifest, room: Mapping[str, Any], case: Any,
+               base_manifest: Manifest | None = None) -> Judgement:
+    """Judge one sample of an eval case (the runner's ``judge``): the one rule set, with the case as gold.
+    ``base_manifest``: the run's harness before the case's T2/T3 variant (what ``tool`` calls are written in)."""
     calls, backing, loaded = turn_calls(result, manifest)
     verdict = judge_turn(reply=result.reply, comments=[dict(c) for c in case.comments], room=room,
                          tool_results=backing, loaded_skills=loaded, manifest=manifest,
-                         expectation=expectation_for(case, manifest), calls=calls,
+                         expectation=expectation_for(case, manifest, base_manifest), calls=calls,
                          outcome="ok" if not result.fallback else (result.reason or "fallback"))
     extra = _pattern_problems(result.reply, case) if not result.fallback else []
     if not extra:

@@ -26,6 +26,7 @@ from typing import Any
 
 from harness_editor.render import _num as spoken_number
 from harness_editor.schemas import argument_path_get
+from harness_editor.schemas.bindings import binding_kind, binding_label
 from streams.bindings import BINDINGS
 from training_jobs.evals.cases import EvalCase, parse_case
 
@@ -84,14 +85,15 @@ def implementation_arguments(tool, arguments: Mapping[str, Any] | None) -> dict[
 
 
 def successful_calls(turn: Mapping[str, Any], manifest) -> list[dict[str, Any]]:
-    """The turn's binding calls that returned a usable result: ``{binding, arguments, result}`` (implementation
-    arguments), in call order."""
+    """The turn's tool calls that returned a usable result, in call order: ``{binding, arguments, result}`` for a
+    built-in binding (implementation arguments), ``{tool, arguments, result}`` for a tool bound to a fixture, an
+    http endpoint or an MCP server (the tool's own arguments: a case names such calls by tool)."""
     tools = {t.name: t for t in manifest.tools}
     calls = []
     for call in turn.get("tools") or []:
         result = call.get("result") or {}
         binding = result.get("binding")
-        if not binding or binding not in BINDINGS or not call.get("valid"):
+        if not binding or not call.get("valid"):
             continue
         if result.get("error") or result.get("fault") not in (None, "slow"):
             continue
@@ -99,13 +101,24 @@ def successful_calls(turn: Mapping[str, Any], manifest) -> list[dict[str, Any]]:
         if not isinstance(value, Mapping) or "error" in value:
             continue
         tool = tools.get(call.get("name") or "")
-        if tool is None or tool.binding != binding:
+        if tool is None or binding_label(tool.binding) != binding:
             continue  # a version switched since: the argument map is unknown
+        if binding_kind(tool.binding) != "builtin":
+            args = {k: v for k, v in dict(call.get("arguments") or {}).items() if k not in SKIPPED_ARGUMENTS}
+            calls.append({"tool": tool.name, "result": value, "arguments": args})
+            continue
+        if binding not in BINDINGS:
+            continue
         args = implementation_arguments(tool, call.get("arguments"))
         params = BINDINGS[binding].params
         calls.append({"binding": binding, "result": value,
                       "arguments": {k: v for k, v in args.items() if k in params and k not in SKIPPED_ARGUMENTS}})
     return calls
+
+
+def _named(call: Mapping[str, Any]) -> dict[str, str]:
+    """How a case names the call: ``{"binding": id}`` or ``{"tool": name}``."""
+    return {"tool": call["tool"]} if "tool" in call else {"binding": call["binding"]}
 
 
 def gold_facts(calls: Sequence[Mapping[str, Any]], gold_reply: str) -> list[dict[str, Any]]:
@@ -115,7 +128,7 @@ def gold_facts(calls: Sequence[Mapping[str, Any]], gold_reply: str) -> list[dict
     facts: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     for call in calls:
-        link_id = call["arguments"].get("link_id", call["result"].get("link_id"))
+        link_id = call["arguments"].get("link_id", call["result"].get("link_id")) if "binding" in call else None
         for field, value in _leaves(call["result"]):
             last = field.rsplit(".", 1)[-1]
             if last in SKIPPED_FIELDS or value is None or isinstance(value, bool) or not field:
@@ -131,11 +144,11 @@ def gold_facts(calls: Sequence[Mapping[str, Any]], gold_reply: str) -> list[dict
                 say = text
             else:
                 continue
-            key = (call["binding"], field)
+            key = (call.get("binding") or f"tool:{call.get('tool')}", field)
             if key in seen:
                 continue
             seen.add(key)
-            fact = {"binding": call["binding"], "arguments": dict(call["arguments"]), "field": field,
+            fact = {**_named(call), "arguments": dict(call["arguments"]), "field": field,
                     "value": value, "say": say[:200]}
             if isinstance(link_id, int) and not isinstance(link_id, bool):
                 fact["link_id"] = link_id
@@ -152,16 +165,18 @@ def case_from_turn(*, turn: Mapping[str, Any], manifest, harness: str, gold_repl
     room = started.get("room")
     if turn.get("state") != "done" or not turn.get("reply"):
         raise TurnCaseError("turn_id", "the turn has not finished with a reply: only finished turns become cases")
-    if not isinstance(room, Mapping) or not room:
+    if not isinstance(room, Mapping):
         raise TurnCaseError("turn_id", "the turn did not record the room state it started from")
     comments = [{"viewer": (str(c.get("viewer") or "viewer").strip() or "viewer")[:64],
                  "text": str(c.get("text") or "")[:2000]} for c in turn.get("comments") or []]
     if not comments:
         raise TurnCaseError("turn_id", "the turn answers no comment")
     calls = successful_calls(turn, manifest)
+    if not room and not any("tool" in c for c in calls):  # a harness without built-in bindings reads no room
+        raise TurnCaseError("turn_id", "the turn did not record the room state it started from")
     expected_tools: list[dict[str, Any]] = []
     for call in calls:
-        entry = {"binding": call["binding"], "arguments": call["arguments"]}
+        entry = {**_named(call), "arguments": call["arguments"]}
         if entry not in expected_tools:
             expected_tools.append(entry)
     skills = []
@@ -185,4 +200,4 @@ def case_from_turn(*, turn: Mapping[str, Any], manifest, harness: str, gold_repl
         "tags": list(dict.fromkeys(tags)),
         "source": source[:200],
     }
-    return parse_case(data)
+    return parse_case(data, manifest=manifest)
