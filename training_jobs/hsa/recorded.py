@@ -122,14 +122,15 @@ def _recorded_results(events: Iterable[Mapping[str, Any]]) -> list[Any]:
 def _replay_manifest(turn: RecordedTurn) -> Manifest:
     """The harness the replay runs under: tools with an open binding answer with the results recorded for their
     calls (by arguments, in the order they were made); built-in bindings run for real on the room state."""
-    calls = {e.get("call_id"): e for e in turn.events if e.get("type") == "tool_call"}
+    calls: dict[Any, Mapping[str, Any]] = {}  # the latest call of each id: a backend may reuse ids across requests
     cases: dict[str, list[FixtureCase]] = {}
     for e in turn.events:
-        if e.get("type") != "tool_result" or e.get("call_id") not in calls:
-            continue
-        args = calls[e["call_id"]].get("arguments")
-        if isinstance(args, dict):
-            cases.setdefault(str(e.get("name")), []).append(FixtureCase(when=dict(args), result=e.get("result")))
+        if e.get("type") == "tool_call":
+            calls[e.get("call_id")] = e
+        elif e.get("type") == "tool_result" and e.get("call_id") in calls:
+            args = calls[e["call_id"]].get("arguments")
+            if isinstance(args, dict):
+                cases.setdefault(str(e.get("name")), []).append(FixtureCase(when=dict(args), result=e.get("result")))
     tools = []
     changed = False
     for t in turn.manifest.tools:
