@@ -200,10 +200,6 @@ def test_order_desk_scenario_run_on_the_worker(manager, reviewer, scripted_model
 
 @needs_shared_db
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(strict=True, reason="recorded turns of a foreign harness: a recorded turn becomes a sample only "
-                   "when the live-commerce reference policy can answer its comment (training_jobs.hsa.recorded), so "
-                   "the order desk's turns are all 'no_reference' and the build fails with 'the selected sources "
-                   "gave no samples'; written turns are the way in today (the test above)")
 def test_order_desk_hsa_dataset_from_its_run(manager, reviewer, ml_staff, scripted_model, scripted_endpoint,
                                              celery_worker_process):
     from training_jobs import services as training_services

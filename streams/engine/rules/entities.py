@@ -352,6 +352,31 @@ def negated_mention(text: str, start: int, end: int) -> bool:
             or _NEGATED_AFTER_RE.search(text[end:e]) is not None)
 
 
+def result_strings(turn: TurnView) -> frozenset[str]:
+    """The short strings of this turn's tool results, lower-cased (names they give: ``carrier: ParcelCo``)."""
+    def compute() -> frozenset[str]:
+        out: set[str] = set()
+
+        def walk(v: Any, depth: int) -> None:
+            if depth > 12:
+                return
+            if isinstance(v, str):
+                if len(v) <= 80:
+                    out.add(v.strip().lower())
+            elif isinstance(v, Mapping):
+                for x in v.values():
+                    walk(x, depth + 1)
+            elif isinstance(v, (list, tuple)):
+                for x in v[:500]:
+                    walk(x, depth + 1)
+
+        for r in turn.tool_results:
+            walk(r, 0)
+        return frozenset(out)
+
+    return turn.cached("result_strings", compute)
+
+
 @check("products")
 def unknown_products(turn: TurnView) -> list[Problem]:
     """``products.unknown``: the reply names a product or link id the room's catalogue does not have (only when
@@ -361,7 +386,10 @@ def unknown_products(turn: TurnView) -> list[Problem]:
         return []
     out = []
     seen: set[str] = set()
+    given = result_strings(turn)
     for m in reply_mentions(turn):
+        if m.how == "name" and m.text.lower() in given:
+            continue  # a name this turn's tools gave (a carrier, a shop): backed by them, not a product claim
         if m.link_id is None and not negated_mention(turn.reply, m.start, m.end) and m.text.lower() not in seen:
             seen.add(m.text.lower())
             what = f"link {m.text.strip()}" if m.how == "link" else repr(m.text)

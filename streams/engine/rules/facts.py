@@ -43,6 +43,8 @@ FIELD_ALIASES: Mapping[str, str] = {
     "qty_available": "stock", "available_quantity": "stock", "units_available": "stock", "units_left": "stock",
     "inventory": "stock", "unit_price": "price", "sale_price": "price", "current_price": "price",
     "regular_price": "list_price", "original_price": "list_price", "msrp": "list_price",
+    # an order desk's money figures (an order's total, a refund): a sum in the reply is backed by them
+    "amount": "price", "refund_amount": "price", "total": "price", "order_total": "price",
 }
 ACCEPTS: Mapping[str, frozenset[str]] = {
     "price": frozenset({"price"}),
