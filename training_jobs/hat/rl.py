@@ -66,9 +66,16 @@ def _key(messages: Sequence[dict[str, Any]]) -> str:
 def rollout_tasks(samples: Sequence[Sample], *, augment_probability: float, seed: int = 0) -> list[RolloutTask]:
     """A task per sample: under an HSA-augmented harness with ``augment_probability`` (every harness operator
     drawn at its default probability, one variant per task; the reference's tool calls and skill loads
-    relabelled by the variant's rename map), else under the sample's own harness."""
+    relabelled by the variant's rename map), else under the sample's own harness.
+
+    As in the HSA builder, the variant is drawn with the reference's needs (:func:`training_jobs.hsa.prompt_ops.
+    needs_of`: tool rounds, model requests, retries, reply length and sentences), so a numeric-constraint move
+    never makes the reference illegal; a variant that still does not accept it (a builder bug) is not used: the
+    task runs under the sample's own harness."""
     from training_jobs.hsa.dataset import Recipe, make_variant
     from training_jobs.hsa.operators import harness_state, relabel_target
+    from training_jobs.hsa.prompt_ops import needs_of
+    from training_jobs.hsa.samples import target_problems
 
     rng = random.Random(seed)
     harness_ops = [(op, p) for op, p in Recipe().configured() if op.harness is not None]
@@ -76,10 +83,12 @@ def rollout_tasks(samples: Sequence[Sample], *, augment_probability: float, seed
     for sample in samples:
         manifest, reference, augmented = sample.manifest, sample, False
         if rng.random() < augment_probability:
-            variant = make_variant(harness_state(sample.manifest), harness_ops, random.Random(rng.getrandbits(64)))
-            manifest, augmented = variant.manifest, True
-            reference = sample.with_target(relabel_target(sample.target, variant.rename))
-            reference = Sample(**{**reference.__dict__, "manifest": manifest})
+            variant = make_variant(harness_state(sample.manifest), harness_ops, random.Random(rng.getrandbits(64)),
+                                   needs_of(sample))
+            relabelled = sample.with_target(relabel_target(sample.target, variant.rename))
+            relabelled = Sample(**{**relabelled.__dict__, "manifest": variant.manifest})
+            if not target_problems(variant.manifest, relabelled):
+                manifest, reference, augmented = variant.manifest, relabelled, True
         comments = [dict(c) for c in sample.comments]
         prompt = list(render_prompt(manifest, room=copy.deepcopy(dict(sample.room)), comments=comments).messages)
         tasks.append(RolloutTask(_key(prompt), manifest, dict(sample.room), comments, reference, augmented, prompt))
