@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness_editor.schemas import manifest_from_yaml, parse_manifest
+from streams.engine.client import ChatDelta, NativeToolCall
 from streams.engine.turn import ScriptedBackend, run_turn
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime
 from streams.tool_bindings.http import HttpEndpoint
@@ -108,6 +109,26 @@ def test_a_turn_beyond_the_harness_limits_is_not_representable(desk):
     assert [s.id for s in samples] == ["recorded-run-1:turn-1"]
     assert stats.rejected == {"not_representable": 1}, stats.examples
     assert "max_tool_rounds" in stats.examples[0]["detail"]
+
+
+def _native(*calls):
+    """One response of native tool calls whose ids start again at call_0 (as some servers number them)."""
+    return [ChatDelta(tool_calls=tuple(NativeToolCall(i, f"call_{i}", name, json.dumps(args))
+                                       for i, (name, args) in enumerate(calls))), ChatDelta(finish_reason="tool_calls")]
+
+
+def test_call_ids_reused_across_requests_replay_each_answer_with_its_own_call(desk):
+    cancelled = "Order A1003 is cancelled. The refund of 54 dollars goes to your original payment method."
+    who = {"order_id": "A1003", "email": "dana@example.com", "postal_code": "94110"}
+    turn = record(desk, [_call("load_skill", {"skill_id": "cancellations"}),
+                         _native(("verify_identity", who), ("lookup_order", {"order_id": "A1003"})),
+                         _native(("cancel_order", {"order_id": "A1003", "reason": "ordered_by_mistake"})),
+                         cancelled], text="Please cancel A1003. dana@example.com, 94110.")
+    ids = [e["call_id"] for e in turn.events if e["type"] == "tool_call"]
+    assert len(ids) > len(set(ids))  # the last request's call_0 is not the first's
+    (sample,), stats = recorded_samples([turn])
+    assert [s.name for s in sample.tool_calls()] == ["verify_identity", "lookup_order", "cancel_order"]
+    assert sample.tool_calls()[2].result["refund_amount"] == 54.0 and sample.reply == cancelled
 
 
 def test_injected_faults_are_left_out(desk):
