@@ -217,7 +217,33 @@ def parse_jsonl(jsonl_text: Any, *, kind: str | None = None, path: str = "jsonl"
                  for c, n in zip(cases, lines) if c.kind != kind]
         if wrong:
             raise ValidationFailed(f"{len(wrong)} case(s) of another kind", errors=wrong[:100])
+    versioned = _tool_calls_on_versions(cases, _line_numbers(jsonl_text))
+    if versioned:
+        raise ValidationFailed(f"the set has {len(versioned)} problem{'s' if len(versioned) != 1 else ''}",
+                               errors=versioned[:100])
     return cases
+
+
+def _tool_calls_on_versions(cases: list[Case], lines: list[int]) -> list[dict[str, str]]:
+    """Calls named by ``tool`` in cases written for a stored version ('slug@N': the demo harnesses were checked
+    while parsing), checked against that version's tools through the real dispatcher. A reference that does not
+    resolve is left alone, as for built-in cases (a case may name a harness of another console)."""
+    from harness_editor.selectors import harness_version_by_ref
+    from training_jobs.evals.cases import names_tools
+    from training_jobs.evals.open_calls import tool_call_errors
+
+    errors: list[dict[str, str]] = []
+    versions: dict[str, Any] = {}
+    for case, line in zip(cases, lines):
+        if not names_tools(case) or "@" not in case.harness:
+            continue
+        if case.harness not in versions:
+            versions[case.harness] = harness_version_by_ref(case.harness)
+        version = versions[case.harness]
+        if version is not None:
+            errors += [{"path": f"line {line}.{e.path}", "message": e.message}
+                       for e in tool_call_errors(case, version.manifest)]
+    return errors
 
 
 def eval_set_import(*, user, name: str, kind: str, jsonl_text: str | bytes, note: str = "",

@@ -265,15 +265,21 @@ def _demo_harness(name: str):
 
     try:
         return load_demo_manifest(name)
-    except Exception:  # not a demo manifest
+    except (OSError, ValueError, ManifestError):  # not a demo manifest
         return None
 
 
-def _roomless(case: EvalCase) -> bool:
-    # the live room is what built-in bindings read: a case whose calls all name tools of a harness bound to fixtures,
-    # http or MCP (a shop's order desk) has no room to give
-    return names_tools(case) and not any(f.binding for f in case.gold_facts) and not any(
-        t.binding for t in case.expected_tools)
+def _roomless(case: EvalCase, manifest: Any) -> bool:
+    # the live room is what built-in bindings read: a case whose calls all name tools (of a harness bound to
+    # fixtures, http or MCP: a shop's order desk), or that makes no call (small talk) under a harness without
+    # built-in bindings, has no room to give
+    if any(f.binding for f in case.gold_facts) or any(t.binding for t in case.expected_tools):
+        return False
+    if names_tools(case):
+        return True
+    # no call at all: a room is needed only under a harness known to read one ('slug@version' cases are re-read
+    # without their version, and a case saved from a foreign harness's small-talk turn must stay readable)
+    return manifest is None or not any(isinstance(t.binding, str) for t in manifest.tools)
 
 
 def case_errors(case: EvalCase, manifest: Any = None) -> list[FieldError]:
@@ -288,7 +294,9 @@ def case_errors(case: EvalCase, manifest: Any = None) -> list[FieldError]:
         if not case.comments:
             errors.append(FieldError(path="comments", message=f"a {case.kind} case needs at least one comment"))
         if not case.room:
-            if not _roomless(case):
+            if manifest is None and not names_tools(case):
+                manifest = _demo_harness(case.harness)
+            if not _roomless(case, manifest):
                 errors.append(FieldError(path="room", message=f"a {case.kind} case needs a room"))
         else:
             try:

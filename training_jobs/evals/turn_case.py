@@ -121,6 +121,21 @@ def _named(call: Mapping[str, Any]) -> dict[str, str]:
     return {"tool": call["tool"]} if "tool" in call else {"binding": call["binding"]}
 
 
+def _said_number(value: float, reply: str) -> str:
+    """The renderer's number form (19.9, 12) when the reply states it so, else the figure as the reply wrote it
+    ("54.0"): the rules find a fact by its text, and "54" is not stated in "54.0"."""
+    say = spoken_number(value)
+    if re.search(rf"(?<![\d.]){re.escape(say)}(?![\d]|\.\d)", reply):
+        return say
+    for m in _NUMBER.finditer(reply):
+        try:
+            if round(float(m.group(1).replace(",", "")), 2) == round(float(value), 2):
+                return m.group(1)
+        except ValueError:
+            continue
+    return say
+
+
 def gold_facts(calls: Sequence[Mapping[str, Any]], gold_reply: str) -> list[dict[str, Any]]:
     """The result values the gold reply states: numbers by value (24.9 = "24.90"), short texts by substring."""
     said_numbers = _numbers_in(gold_reply)
@@ -136,7 +151,7 @@ def gold_facts(calls: Sequence[Mapping[str, Any]], gold_reply: str) -> list[dict
             if isinstance(value, (int, float)):
                 if not math.isfinite(float(value)) or round(float(value), 2) not in said_numbers:
                     continue
-                say = spoken_number(value)
+                say = _said_number(value, gold_reply)
             elif isinstance(value, str):
                 text = value.strip()
                 if not text or len(text) > MAX_TEXT_FACT or text.casefold() not in lowered or len(text) < 3:
