@@ -279,7 +279,7 @@ def _roomless(case: EvalCase, manifest: Any) -> bool:
         return True
     # no call at all: a room is needed only under a harness known to read one ('slug@version' cases are re-read
     # without their version, and a case saved from a foreign harness's small-talk turn must stay readable)
-    return manifest is None or not any(isinstance(t.binding, str) for t in manifest.tools)
+    return bool(case.harness) and (manifest is None or not any(isinstance(t.binding, str) for t in manifest.tools))
 
 
 def case_errors(case: EvalCase, manifest: Any = None) -> list[FieldError]:
