@@ -337,28 +337,6 @@ class TrainingJobForm(forms.Form):
             raise forms.ValidationError("a JSON object of config fields, e.g. {\"weight_decay\": 0.01}")
         return data
 
-    def clean_written_turns(self) -> Any:
-        import yaml
-
-        text = self.cleaned_data.get("written_turns", "").strip()
-        if not text:
-            return None
-        try:
-            turns = yaml.safe_load(text)  # JSON is YAML too
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            raise forms.ValidationError(f"not YAML or JSON{where}: {getattr(exc, 'problem', exc)}") from None
-        if not isinstance(turns, list) or not turns:
-            raise forms.ValidationError("a list of turns (each with a comment, calls and a reply)")
-        return turns
-
-    def clean(self) -> dict[str, Any]:
-        d = super().clean()
-        if d.get("written_turns") and not d.get("written_version"):
-            self.add_error("written_version", "pick the approved harness version the turns are written for")
-        return d
-
     def request(self) -> dict[str, Any]:
         """``{"kind", "dataset_id", "base_model_id", "name", "config"}`` for ``services.training_job_start``."""
         d = self.cleaned_data
