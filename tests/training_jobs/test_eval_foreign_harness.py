@@ -356,3 +356,24 @@ def test_order_desk_evaluation_run_on_the_worker(manager, reviewer, ml_staff, sc
     assert (s["cases"], s["samples"], s["errors"]) == (len(written), len(written), 0)
     assert s["pass_k"]["mean"] == pytest.approx((len(written) - 1) / len(written))
     assert s["accuracy"]["mean"] is not None and s["effectiveness"]["mean"] < 1.0
+
+
+def test_t3_perturbation_keeps_fixture_tables_on_the_renamed_parameters():
+    """T3's parameter renames and argument wrapping move a fixture's ``when`` paths with the parameters (as HSA
+    does), so a perturbed order desk still answers its calls: every ``when`` path is a parameter of its tool, and
+    each written call, moved the same way, gets the same answer of the same table."""
+    from training_jobs.evals.t3 import LEVELS, perturb
+    from training_jobs.hsa.operators import leaf_paths
+
+    base = order_desk()
+    for seed in range(6):
+        variant, tool_map = perturb(base, LEVELS["union"], seed)
+        moved_any = False
+        for t in variant.tools:
+            params = set(leaf_paths(t.parameters))
+            for c in t.binding.cases:
+                assert set(c.when) <= params, (seed, t.name, sorted(c.when), sorted(params))
+            old = next(b for b in base.tools if tool_map.get(b.name, b.name) == t.name)
+            assert stable_key(old) == stable_key(t)  # the same answers: the same table to evaluation
+            moved_any |= set(leaf_paths(old.parameters)) != params
+        assert moved_any

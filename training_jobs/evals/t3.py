@@ -53,6 +53,7 @@ from training_jobs.hsa.operators import (
     rename_in_texts,
     validate_state,
 )
+from training_jobs.hsa.tool_ops import _can_move, moved_binding
 
 DEFAULT_SEED = 0
 BASE_CASES = 50  # T1 tasks seen at every level
@@ -178,13 +179,14 @@ def _rename_props(node: dict[str, Any], mapping: Mapping[str, str]) -> dict[str,
 def _rename_params(state: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
     tools = []
     for t in state["tools"]:
-        names = {p.rsplit(".", 1)[-1] for p in leaf_paths(t["parameters"])}
-        if not names & set(mapping):
-            tools.append(t)
+        paths = leaf_paths(t["parameters"])
+        if not {p.rsplit(".", 1)[-1] for p in paths} & set(mapping) or not _can_move(t):
+            tools.append(t)  # an MCP server or an http body gets the arguments as they are: keep the shape
             continue
-        amap = {impl: ".".join(mapping.get(seg, seg) for seg in path.split("."))
-                for impl, path in t["argument_map"].items()}
-        tools.append({**t, "parameters": _rename_props(t["parameters"], mapping), "argument_map": amap})
+        # the binding follows (a built-in's argument map, a fixture's ``when`` paths, an http template)
+        moves = {p: ".".join(mapping.get(seg, seg) for seg in p.split(".")) for p in paths}
+        moved = moved_binding(t, {p: q for p, q in moves.items() if p != q})
+        tools.append({**moved, "parameters": _rename_props(t["parameters"], mapping)})  # type: ignore[dict-item]
     return rename_in_texts({**state, "tools": tools}, mapping)
 
 
@@ -252,7 +254,7 @@ def _wrap(state: dict[str, Any], rate: float, rng: random.Random) -> dict[str, A
         params = t["parameters"]
         props = params.get("properties")
         if not props or rng.random() >= rate or any(isinstance(v, dict) and "properties" in v
-                                                    for v in props.values()):
+                                                    for v in props.values()) or not _can_move(t):
             tools.append(t)
             continue
         key = rng.choice(WRAP_KEYS)
@@ -264,8 +266,11 @@ def _wrap(state: dict[str, Any], rate: float, rng: random.Random) -> dict[str, A
         outer["properties"] = {key: inner}
         if params.get("required"):
             outer["required"] = [key]
-        amap = {impl: f"{key}.{p}" for impl, p in t["argument_map"].items()}
-        tools.append({**t, "parameters": outer, "argument_map": amap})
+        if isinstance(t.get("binding"), str):
+            moved = {**t, "argument_map": {impl: f"{key}.{p}" for impl, p in t["argument_map"].items()}}
+        else:  # a fixture's ``when`` paths, an http template: every argument moves inside the wrapper
+            moved = moved_binding(t, {p: f"{key}.{p}" for p in leaf_paths(params)})  # type: ignore[assignment]
+        tools.append({**moved, "parameters": outer})
     return {**state, "tools": tools}
 
 
