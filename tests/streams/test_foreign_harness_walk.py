@@ -5,6 +5,8 @@
     (scripted endpoint over real HTTP) -> a scenario run of data/harnesses/order_desk_scenarios/order-desk-day.yaml
     on the real Celery worker (the scenario's own fixtures first, a tool fault) -> an HSA dataset built from that
     run's recorded turns. One more preview turn against the shared vLLM server (HAT_TEST_VLLM_URL), when it runs.
+    The evaluation step (an eval set from the written gold turns, a run of the approved version on the real worker,
+    scored by the rules): tests/training_jobs/test_eval_foreign_harness.py (test_order_desk_evaluation_run_...).
 (b) data/harnesses/public_functions.json: 63 public-style function definitions (Python-style types, dotted
     names) -> import (every change reported) -> validate (every error at once) -> render.
 """
