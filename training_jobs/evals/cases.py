@@ -17,7 +17,8 @@ What a harness case (T1–T3) holds, in the project's own terms:
   desk) names a call by ``tool`` instead, in the tool's own arguments; it is judged by what carries the call out,
   so an HSA-renamed or reshaped variant still matches (:mod:`training_jobs.evals.open_calls`). Such a case
   needs no room when none of its calls is built-in;
-- ``expected_skills``: reply skill ids of the case's ``harness``; ``intents`` lets a runner find the fitting reply skill of any other harness (:func:`streams.reference_policy.pick_reply_skill`);
+- ``expected_skills``: reply skill ids of the case's ``harness``; ``intents`` lets a runner find the fitting
+  reply skill of any other harness (:func:`streams.reference_policy.pick_reply_skill`);
 - ``forbidden_claims``: what a reply must not say (an invented price, an efficacy promise, false stock, ...);
 - ``tool_faults`` (T3): :class:`streams.engine.faults.ToolFault` keyed by binding id or tool name — exactly the
   ``faults`` mapping :func:`streams.engine.turn.run_turn` takes;
