@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streams.bound_calls import implementation_arguments
 from streams.engine.hooks import validate_arguments
 from streams.reference_policy import call_tool
 from training_jobs.hsa.operators import (
@@ -25,7 +26,6 @@ from training_jobs.hsa.operators import (
 from training_jobs.hsa.relabel import (
     TO_STRING,
     RenameMap,
-    implementation_arguments,
     relabel_arguments,
     undeclared_arguments,
 )

@@ -6,7 +6,7 @@ reference to it.
 
 A rollout and its reference may run under different harness states (tools renamed, parameters moved, ids as
 digit strings), so calls are compared at the level of the code they reach: the *binding* and the
-*implementation arguments* (:func:`training_jobs.hsa.relabel.implementation_arguments`). The reference is a
+*implementation arguments* (:func:`streams.bound_calls.implementation_arguments`). The reference is a
 :class:`~training_jobs.hsa.samples.Sample` already relabelled into the judged harness's names.
 
 - :func:`bound_calls` / :func:`reference_calls` — (binding, implementation arguments) of calls under a manifest;
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from harness_editor.schemas import LOAD_SKILL_TOOL, Manifest
+from streams.bound_calls import binding_key, implementation_arguments
 from streams.engine import rules
 from streams.engine.events import CommentReceived, ToolCallEvent, ToolResultEvent
 from streams.engine.turn import TurnResult
-from training_jobs.hsa.relabel import binding_key, implementation_arguments
 from training_jobs.hsa.samples import Sample, ToolCall, canonical_target
 
 

@@ -8,7 +8,7 @@ the real bindings, the harness's own hooks with their retries). A *judge* keeps 
    block, no exhausted retries, no endpoint error) and every tool call was valid against the augmented schema;
    then the reference facts of the sample, judged by the helpers the HAT rewards share
    (:mod:`training_jobs.hsa.judging`): every reference tool call has a teacher call bound to the same binding
-   with the same implementation arguments (:func:`training_jobs.hsa.relabel.implementation_arguments`: the right
+   with the same implementation arguments (:func:`streams.bound_calls.implementation_arguments`: the right
    tool and link id, whatever the augmented harness calls them), no call to a binding the reference did not
    need, the reference's skills loaded, and the exact facts (price, stock, codes) stated in the reply
    (:func:`streams.engine.rules.judge.states`, the evaluation's own check), and the reply judged accurate by

@@ -10,7 +10,7 @@ rewrites a target's ``load_skill`` ids, tool names and arguments with one. The i
 Arguments are addressed by dotted leaf paths ("link_id", "args.link_id"), the same paths as a tool's
 ``argument_map``, so a wrap is a path move and nothing here knows about JSON Schema.
 
-:func:`implementation_arguments` is the independent check: it reads a call's arguments through the tool's
+:func:`streams.bound_calls.implementation_arguments` is the independent check: it reads a call's arguments through the tool's
 ``argument_map`` exactly like :func:`streams.reference_policy.call_tool`, and coerces them as the binding does
 (integer parameters that declare ``coerces_digit_strings`` accept integer-looking strings), so a relabelled call
 can be shown to reach the same binding with the same implementation arguments.
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from harness_editor.schemas import Manifest, Tool, argument_path_get, argument_path_set
-from harness_editor.schemas.bindings import BUILTIN_BINDINGS, BindingParam, binding_kind, binding_label
+from harness_editor.schemas import Manifest, argument_path_set
+from streams.bound_calls import binding_key
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -186,45 +186,8 @@ def relabel_arguments(m: RenameMap, tool: str, args: Mapping[str, Any]) -> dict[
 # --- the independent check -----------------------------------------------------------------------------------
 
 
-def _coerce(param: BindingParam, value: Any) -> Any:
-    """What the binding makes of a value: integer parameters that declare ``coerces_digit_strings`` accept
-    integer-looking strings (``streams.bindings._as_int``); every other value reaches the binding as it is."""
-    if param.coerces_digit_strings and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    return value
-
-
-def implementation_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The binding's keyword arguments for a call, read through ``argument_map`` (as
-    ``reference_policy.call_tool`` does) and coerced as the binding coerces them. An open binding (fixture, http,
-    mcp) or none takes the call's arguments as they are (its ``argument_map`` is empty)."""
-    signature = BUILTIN_BINDINGS.get(tool.binding) if isinstance(tool.binding, str) else None
-    if signature is None:
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in arguments.items()}
-    params = signature.params
-    out: dict[str, Any] = {}
-    for impl_name, path in tool.argument_map.items():
-        found, value = argument_path_get(arguments, path)
-        if found:
-            out[impl_name] = _coerce(params[impl_name], value)
-    return out
-
-
-def binding_key(tool: Tool) -> str:
-    """A hashable name of what carries out the tool's calls, for comparing calls within one harness: the built-in id,
-    ``http:<endpoint>``, ``mcp:<server>/<tool>``, ``fixture:<digest of its table>`` or ``unbound:<tool name>``."""
-    b = tool.binding
-    kind = binding_kind(b)
-    if kind == "builtin":
-        return b  # type: ignore[return-value]
-    if kind == "unbound":
-        return f"unbound:{tool.name}"
-    if kind == "mcp":
-        return f"mcp:{b.server}/{b.tool or tool.name}"  # type: ignore[union-attr]
-    import hashlib
-
-    digest = hashlib.sha256(b.model_dump_json().encode()).hexdigest()[:12]  # type: ignore[union-attr]
-    return f"{binding_label(b)}:{digest}"
+# implementation_arguments and binding_key: the runtime's reading of a call (streams.bound_calls), one copy for
+# HSA's checks, the reply rules and evaluation.
 
 
 def binding_of(manifest: Manifest, tool_name: str) -> str | None:
