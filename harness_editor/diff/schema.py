@@ -21,6 +21,7 @@ from typing import Any
 
 from harness_editor.diff.changes import Change, join_path, short, text_diff
 from harness_editor.diff.matching import pair_by_score, schema_similarity
+from harness_editor.schemas.tool_schema import local_ref_target
 
 # Keywords that only describe: a change to them never breaks a caller.
 ANNOTATIONS = frozenset({"title", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly",
@@ -92,16 +93,8 @@ def _has_ref(node: Any) -> bool:
 
 
 def _resolve(root: Any, ref: str) -> Any:
-    """The node a local ``$ref`` ("#/$defs/id", a JSON pointer) points to, or None."""
-    node: Any = root
-    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        elif isinstance(node, dict) and key in node:
-            node = node[key]
-        else:
-            return None
+    """The schema (an object or a boolean) a local ``$ref`` points to, or None."""
+    node = local_ref_target(root, ref)
     return node if isinstance(node, (dict, bool)) else None
 
 

@@ -300,8 +300,9 @@ def _digits_only(node: dict[str, Any]) -> bool:
     return False
 
 
-def _local_ref(root: dict[str, Any], ref: Any) -> dict[str, Any] | None:
-    """The node a local ``$ref`` ("#/$defs/id") points to inside the tool's parameters schema, or None."""
+def local_ref_target(root: Any, ref: Any) -> Any:
+    """What a local ``$ref`` ("#/$defs/id", a JSON pointer into ``root``) points to, or None (the one reading of a
+    ``$ref`` for validation and the diff)."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         return None
     node: Any = root
@@ -313,6 +314,12 @@ def _local_ref(root: dict[str, Any], ref: Any) -> dict[str, Any] | None:
             node = node[key]
         else:
             return None
+    return node
+
+
+def _local_ref(root: dict[str, Any], ref: Any) -> dict[str, Any] | None:
+    """The schema object a local ``$ref`` points to inside the tool's parameters schema, or None."""
+    node = local_ref_target(root, ref)
     return node if isinstance(node, dict) else None
 
 
