@@ -243,9 +243,11 @@ def run_case(request: HttpRequest, run_id, case_id: str) -> HttpResponse:
         "samples": [_sample_view(r, run, d) for r in results], "prev": prev, "next": nxt,
         "solved": sum(r.solved for r in results), "variant": variant,
         "group": selectors.case_group(selectors.case_index(run.eval_set_version).get(case.case_id)),
-        "facts": [{**f, "arguments": json.dumps(f.get("arguments") or {}, ensure_ascii=False)}
+        "facts": [{**f, "binding": f.get("binding") or f.get("tool", ""),
+                   "arguments": json.dumps(f.get("arguments") or {}, ensure_ascii=False)}
                   for f in d.get("gold_facts") or []],
-        "tools": [{"binding": t["binding"], "arguments": json.dumps(t.get("arguments") or {}, ensure_ascii=False),
+        "tools": [{"binding": t.get("binding") or t.get("tool", ""),
+                   "arguments": json.dumps(t.get("arguments") or {}, ensure_ascii=False),
                    "optional": t.get("optional", False)} for t in d.get("expected_tools") or []],
         "instructions": [{"id": i, "kwargs": json.dumps(k, ensure_ascii=False)}
                          for i, k in zip(d.get("instruction_id_list") or [], d.get("kwargs") or [])],

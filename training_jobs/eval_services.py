@@ -68,7 +68,7 @@ def case_facets(case: Case) -> list[tuple[str, str]]:
     """The kind-specific values a case is filtered by (training_jobs.eval_selectors.FACETS)."""
     out: list[tuple[str, str]] = []
     out += [("intent", i) for i in case.intents]
-    out += [("tool", t.binding) for t in case.expected_tools]
+    out += [("tool", t.binding or t.tool) for t in case.expected_tools]
     out += [("skill", s) for s in case.expected_skills]
     out += [("claim", c.kind) for c in case.forbidden_claims]
     out += [("fault", f.kind) for f in case.tool_faults.values()]

@@ -126,7 +126,7 @@ def _case_summary(case: EvalCase) -> dict[str, Any]:
     variant = d.get("harness_variant") or {}
     return {
         "case": case, "text": " · ".join(c.get("text", "") for c in comments) or d.get("prompt", ""),
-        "tools": [t["binding"] for t in d.get("expected_tools") or []],
+        "tools": [t.get("binding") or t.get("tool", "") for t in d.get("expected_tools") or []],
         "claims": [c["kind"] for c in d.get("forbidden_claims") or []],
         "level": variant.get("level") or "", "faults": sorted({f["kind"] for f in (d.get("tool_faults") or {}).values()}),
         "instructions": d.get("instruction_id_list") or [],
@@ -188,9 +188,11 @@ def eval_case_detail(request: HttpRequest, name: str, number: int, case_id: str)
     return render(request, "training_jobs/evals/case.html", {
         "version": version, "eval_set": version.eval_set, "case": case, "d": d,
         "room": _room_state_view(d.get("room") or {}) if d.get("room") else None,
-        "tools": [{"binding": t["binding"], "arguments": json.dumps(t.get("arguments") or {}, ensure_ascii=False),
+        "tools": [{"binding": t.get("binding") or t.get("tool", ""),
+                   "arguments": json.dumps(t.get("arguments") or {}, ensure_ascii=False),
                    "optional": t.get("optional", False)} for t in d.get("expected_tools") or []],
-        "facts": [{**f, "arguments": json.dumps(f.get("arguments") or {}, ensure_ascii=False)}
+        "facts": [{**f, "binding": f.get("binding") or f.get("tool", ""),
+                   "arguments": json.dumps(f.get("arguments") or {}, ensure_ascii=False)}
                   for f in d.get("gold_facts") or []],
         "instructions": [{"id": i, "kwargs": json.dumps(k, ensure_ascii=False)}
                          for i, k in zip(d.get("instruction_id_list") or [], d.get("kwargs") or [])],

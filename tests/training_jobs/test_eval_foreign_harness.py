@@ -289,6 +289,16 @@ def test_importing_a_set_checks_tool_calls_against_the_named_version(manager, re
                                  "message": "lookup_order answers 'shipped' at 'status', not 'lost'"}]
     version, created = eval_set_import(user=ml_staff, name="order-desk-mini", kind="t1", jsonl_text=json.dumps(good))
     assert created and version.cases.count() == 1
+    # the case page names the calls by their tools
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(ml_staff)
+    page = client.get(reverse("evals:case", args=["order-desk-mini", version.number, "where-a1002"]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "lookup_order({&quot;order_id&quot;: &quot;A1002&quot;})" in html and "track_shipment(" in html
 
 
 def _script(ep, written, wrong: str = "") -> None:
@@ -352,6 +362,15 @@ def test_order_desk_evaluation_run_on_the_worker(manager, reviewer, ml_staff, sc
         "load_skill", "verify_identity", "lookup_order", "cancel_order"]
     assert all(e.get("binding") == "fixture" for e in ok.events if e.get("type") == "tool_result"
                and e.get("name") != "load_skill")
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(ml_staff)
+    detail = client.get(reverse("eval_runs:detail", args=[run.pk]))
+    page = client.get(reverse("eval_runs:case", args=[run.pk, "written-cancel-a1003"]))
+    assert (detail.status_code, page.status_code) == (200, 200)
+    assert "cancel_order(" in page.content.decode()
     s = run.summary
     assert (s["cases"], s["samples"], s["errors"]) == (len(written), len(written), 0)
     assert s["pass_k"]["mean"] == pytest.approx((len(written) - 1) / len(written))
