@@ -396,3 +396,23 @@ def test_t3_perturbation_keeps_fixture_tables_on_the_renamed_parameters():
             assert stable_key(old) == stable_key(t)  # the same answers: the same table to evaluation
             moved_any |= set(leaf_paths(old.parameters)) != params
         assert moved_any
+
+
+def test_t2_held_out_variants_of_the_order_desk_keep_the_cases_calls():
+    """T2 from the order desk's cases: each case gets a held-out variant its gold reply fits (its tool calls
+    answered by the base harness's fixtures), and every call it names is carried out by a tool of the variant
+    with the same answers (what the judge compares)."""
+    from training_jobs.evals.t2 import build_t2, variant_manifest
+
+    base = order_desk()
+    t1 = cases_from_written_turns(base, turns(), harness="order_desk", prefix="t1-")
+    t2 = build_t2(t1, 0)
+    assert len(t2) == len(t1) and all(c.kind == "t2" for c in t2)
+    renamed = 0
+    for case in t2:
+        variant = variant_manifest(case, base)
+        for t in case.expected_tools:
+            name = case.harness_variant.tool_map.get(t.tool, t.tool)
+            renamed += name != t.tool
+            assert stable_key(variant.tool(name)) == stable_key(base.tool(t.tool)), (case.id, t.tool)
+    assert renamed > 0

@@ -113,12 +113,23 @@ def relabelled_skills(case: EvalCase, base_manifest: Manifest) -> list[str]:
     return out
 
 
-def fits(case: EvalCase, manifest: Manifest, skills: Sequence[str]) -> list[str]:
+def _expected_result(t: Any, room: Mapping[str, Any], base: Manifest | None) -> dict[str, Any]:
+    if not t.tool:
+        return call(t.binding, room, **t.arguments)
+    from streams.tool_bindings import call_bound_tool
+
+    tool = base.tool(t.tool) if base is not None else None
+    if tool is None:
+        return {"error": f"no tool {t.tool!r} in the case's harness", "code": "not_found"}
+    return call_bound_tool(tool, dict(room), t.arguments)  # the case's terms: the base harness's tool
+
+
+def fits(case: EvalCase, manifest: Manifest, skills: Sequence[str], base: Manifest | None = None) -> list[str]:
     """Why the case's task does not fit a harness ([] = it fits): the gold reply must pass its before-reply
     hooks with the relabelled skills loaded, and the skill loads and calls fit its tool-round and request
-    limits."""
+    limits. ``base``: the harness the case is written for (its ``tool`` calls are answered there)."""
     problems: list[str] = []
-    results = [call(t.binding, case.room, **t.arguments) for t in case.expected_tools if not t.optional]
+    results = [_expected_result(t, case.room, base) for t in case.expected_tools if not t.optional]
     state = H.ReplyState(case.gold_reply, list(skills), results)
     problems += [f"{v.hook_id}: {v.detail}" for v in H.run_before_reply(manifest, state) if not v.passed]
     # the fewest rounds: every skill load in one, every call in the next (the engine runs a round's calls together)
@@ -154,7 +165,7 @@ def build_t2(t1_cases: Sequence[EvalCase], seed: int = DEFAULT_SEED, *,
             hv = _slot_variant(seed, slot)
             manifest, rename = apply_variant(hv, base)
             skills = [rename.skill(s) for s in t1.expected_skills]
-            if not fits(t1, manifest, skills):
+            if not fits(t1, manifest, skills, base):
                 break
         else:
             raise AssertionError(f"no held-out variant of {t1.harness} fits {t1.id}")
