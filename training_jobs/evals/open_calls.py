@@ -32,6 +32,7 @@ from harness_editor.schemas import FieldError, Manifest, Tool
 from harness_editor.schemas.bindings import binding_kind
 from streams import bound_calls
 from streams.bound_calls import BoundCall
+from training_jobs.hsa.relabel import undeclared_arguments
 
 NO_ANSWER = "none"  # a fixture call no case and no default answers (the dispatcher's not_found)
 _TEMPLATE = re.compile(r"\{[^{}]*\}")
@@ -82,21 +83,6 @@ def expected_identity(tool_name: str, arguments: Mapping[str, Any], base: Manife
 # --- validation -----------------------------------------------------------------------------------------------
 
 
-def _declared(schema: Mapping[str, Any], arguments: Mapping[str, Any], prefix: str = "") -> list[str]:
-    props = schema.get("properties")
-    if not isinstance(props, Mapping) or not props:
-        return []  # an untyped object: anything goes inside it
-    out: list[str] = []
-    for key, value in arguments.items():
-        path = f"{prefix}.{key}" if prefix else key
-        node = props.get(key)
-        if not isinstance(node, Mapping):
-            out.append(path)
-        elif isinstance(value, Mapping):
-            out.extend(_declared(node, value, path))
-    return out
-
-
 def field_value(result: Any, field: str) -> tuple[bool, Any]:
     """The value at a dotted path of a result (list items by index: ``items.0.sku``)."""
     node = result
@@ -139,7 +125,7 @@ def _tool(manifest: Manifest, name: str, at: str, harness: str) -> tuple[Tool | 
 
 def _argument_errors(tool: Tool, arguments: Mapping[str, Any], at: str) -> list[FieldError]:
     return [FieldError(path=f"{at}.arguments.{p}", message=f"{tool.name} declares no parameter {p!r}")
-            for p in _declared(tool.parameters, arguments)]
+            for p in undeclared_arguments(tool.parameters, arguments)]
 
 
 def tool_call_errors(case: Any, manifest: Manifest) -> list[FieldError]:
