@@ -315,12 +315,16 @@ def test_hooks_rewards_and_judges_share_one_implementation(room, monkeypatch):
     assert calls and set(calls) == {traj.reply}
 
 
-def test_facts_are_read_as_the_tiny_models_evaluation_reads_them():
+@pytest.mark.parametrize(("text", "fact", "stated"), [
+    ("It is $19.9 now", "19.9", True), ("It is $119.9", "19.9", False), ("It is 19.95", "19.9", False),
+    ("3-5 business days", "3-5 business days", True), ("GLOW5!", "GLOW5", True),
+    ("A refund of 54 goes back", "54.0", True), ("It is 19.90 now", "19.9", True), ("12.5 left", "12", False),
+])
+def test_a_fact_is_stated_in_any_written_form_of_its_number(text, fact, stated):
     from training_jobs.tiny_model.evaluate import _states
 
-    for text, fact in [("It is $19.9 now", "19.9"), ("It is $119.9", "19.9"), ("It is 19.95", "19.9"),
-                       ("3-5 business days", "3-5 business days"), ("GLOW5!", "GLOW5")]:
-        assert rules.states(text, fact) == _states(text, [fact])
+    assert rules.states(text, fact) is stated
+    assert _states(text, [fact]) is stated  # the tiny model's evaluation reads facts the same way
 
 
 # --- another harness's field names --------------------------------------------------------------------------------

@@ -119,7 +119,9 @@ def run_turn(gen: Generator, manifest, room: dict[str, Any], messages: list[dict
 
 
 def _states(text: str, facts: list[str]) -> bool:
-    return all(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d]|\.\d)", text) for f in facts)
+    from streams.engine.rules.judge import states  # the one reading of a stated fact
+
+    return all(states(text, f) for f in facts)
 
 
 def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | None = None,

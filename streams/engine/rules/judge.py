@@ -95,9 +95,16 @@ class Judgement:
 # --- facts stated ---------------------------------------------------------------------------------------------
 
 
+_NUMBER_FACT = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER_IN_TEXT = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d]|\.\d)")
+
+
 def states(text: str, fact: str) -> bool:
     """Whether ``text`` states ``fact`` exactly (a number not as part of a longer one: "19.9" is not in
-    "119.9" nor in "19.95")."""
+    "119.9" nor in "19.95"). A number is stated in any of its written forms: 54, 54.0 and 54.00 are one figure."""
+    if _NUMBER_FACT.fullmatch(fact):
+        value = round(float(fact), 2)
+        return any(round(float(m.group()), 2) == value for m in _NUMBER_IN_TEXT.finditer(text))
     return re.search(rf"(?<![\d.]){re.escape(fact)}(?![\d]|\.\d)", text) is not None
 
 
