@@ -100,3 +100,32 @@ def test_turn_without_the_server_on_this_host(scripted_endpoint, engine_client, 
     seen = json.loads(scripted_endpoint.requests[2]["messages"][-1]["content"])
     assert seen["code"] == "binding_unavailable" and "elsewhere" in seen["error"]
     assert any(e.type == "tool_result" and e.name == "orders_lookup" for e in result.events)
+
+
+@pytest.mark.django_db
+def test_a_preview_turn_calls_an_mcp_bound_tool(manager, settings, harness_with_history, scripted_model,
+                                                 scripted_endpoint, django_capture_on_commit_callbacks):
+    """The preview room's own turn (the service the interactive worker runs) reaches the MCP server of this host's
+    allow-list (HAT_MCP_SERVERS) through the same dispatcher, and the stored event says so."""
+    from harness_editor import services as registry
+    from streams import services
+    from streams.models import PreviewEvent
+
+    tag = uuid.uuid4().hex
+    settings.HAT_MCP_SERVERS = {"orders": {"transport": "stdio", "command": list(srv.stdio_command(tag)),
+                                           "timeout_s": 30}}
+    draft = registry.version_create_draft(user=manager, harness=harness_with_history["harness"],
+                                          manifest=_with_mcp_tool(harness_with_history["v1"].manifest, "orders"),
+                                          parent=harness_with_history["v1"])
+    room = services.preview_open(user=manager, version=draft, endpoint=scripted_model)
+    with django_capture_on_commit_callbacks(execute=False):
+        turn_id = services.preview_comment_post(user=manager, room=room, text=COMMENT[0]["text"])
+    _script(scripted_endpoint)
+    try:
+        services.preview_turn_run(room_id=room.pk, turn_id=turn_id)
+    finally:
+        close_mcp_sessions()
+    stored = PreviewEvent.objects.get(room=room, turn_id=turn_id, type="tool_result", payload__name="orders_lookup")
+    assert stored.payload["binding"] == "mcp:orders/orders.lookup"
+    assert stored.payload["result"]["status"] == "shipped" and stored.payload.get("error") is None
+    assert srv.tagged_pids(tag) == []
