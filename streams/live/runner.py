@@ -31,15 +31,20 @@ POLL_S = 0.5  # between turns, the queue is read at least this often (a nudge wa
 ERROR_BACKOFF_S = 2.0  # after a failed turn or a database error, before trying again...
 MAX_BACKOFF_S = 30.0  # ...doubling while turns keep failing
 FEED_JOIN_S = 5.0
+PASS_ON_PAUSE_S = 0.5  # a shutting-down worker waits this long before passing a runner task on (its consumer stops)
 
 
 _active: set[SessionRunner] = set()
 _active_lock = threading.Lock()
+_shutting_down = threading.Event()
 
 
 def runners_stop_all() -> int:
     """Ask every runner of this process to stop after its turn in flight (the worker is shutting down: each hands
-    its session to a runner elsewhere). Returns how many were asked."""
+    its session to a runner elsewhere), and pass on any runner task this worker still takes meanwhile (a hand-over
+    may reach the worker that is stopping: it must not start a runner that would hold its shutdown). Returns how
+    many were asked."""
+    _shutting_down.set()
     with _active_lock:
         runners = list(_active)
     for r in runners:
@@ -79,6 +84,8 @@ class SessionRunner:
     # -- the loop --
 
     def run(self) -> dict[str, Any]:
+        if _shutting_down.is_set() and self.handover:
+            return self._pass_on()
         claim = T.live_runner_claim(session_id=self.session_id, runner=self.runner, task_id=self.task_id)
         if claim is None:
             return {"session": self.session_id, "ran": False, "runner": self.runner,
@@ -148,6 +155,19 @@ class SessionRunner:
                 live_runner_ensure(self.session_id)
         except Exception:  # the sweep finds the lease stale instead
             logger.warning("live session %s: handing the session over failed", self.session_id, exc_info=True)
+
+    def _pass_on(self) -> dict[str, Any]:
+        """This worker is shutting down but still took a runner task: send the session another one (after a pause,
+        so that the worker's consumer has stopped and another worker takes it) instead of running."""
+        from streams.services.live_controls import live_runner_ensure
+
+        time.sleep(PASS_ON_PAUSE_S)
+        try:
+            live_runner_ensure(self.session_id, replacing=self.task_id)
+        except Exception:  # the sweep finds the queued mark stale instead
+            logger.warning("live session %s: passing the runner on failed", self.session_id, exc_info=True)
+        return {"session": self.session_id, "ran": False, "runner": self.runner,
+                "reason": "this worker is shutting down: the session went to another runner"}
 
     def _ended(self) -> bool:
         from streams.models import LiveSession

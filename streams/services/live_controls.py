@@ -33,7 +33,7 @@ from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from console.services import audit_record
 from streams.models import LiveComment, LiveEvent, LiveSession
 from streams.services.live_events import live_event_append
-from streams.services.live_turns import DECIDED, RUNNER_STALE_S, lease_fresh, queued_mark
+from streams.services.live_turns import DECIDED, QUEUED_PREFIX, RUNNER_STALE_S, lease_fresh, queued_mark
 
 logger = logging.getLogger(__name__)
 
@@ -282,16 +282,20 @@ def live_product_pin(*, user, session: LiveSession, link_id: Any) -> dict[str, A
 # --- the runner -------------------------------------------------------------------------------------------------------
 
 
-def live_runner_ensure(session_id) -> bool:
+def live_runner_ensure(session_id, *, replacing: str | None = None) -> bool:
     """Send the session a runner (the interactive queue, on commit) unless a runner holds a fresh lease or one was
-    just sent; the lease is marked queued for that task meanwhile. True when one was sent."""
+    just sent; the lease is marked queued for that task meanwhile. ``replacing``: the id of a runner task that was
+    sent but will not run (its worker is shutting down): its queued mark does not count. True when one was sent."""
     from streams.tasks import live_session_run
 
     task_id = uuid.uuid4().hex
     with transaction.atomic():
         session = (LiveSession.objects.select_for_update().filter(pk=session_id, status=LiveSession.Status.LIVE)
                    .only("runner_id", "runner_beat_at").first())
-        if session is None or lease_fresh(session.runner_id, session.runner_beat_at):
+        if session is None:
+            return False
+        replaced = bool(replacing) and session.runner_id.startswith(f"{QUEUED_PREFIX}{replacing}:")
+        if not replaced and lease_fresh(session.runner_id, session.runner_beat_at):
             return False
         session.runner_id, session.runner_beat_at = queued_mark(task_id, session.runner_id), timezone.now()
         session.save(update_fields=["runner_id", "runner_beat_at"])

@@ -225,7 +225,7 @@ def test_hsa_throughput_refuses_to_stream_into_a_folder_with_something_in_it(tmp
     kept.parent.mkdir()
     kept.write_text("not the bench's")
     proc = subprocess.run([sys.executable, str(BENCH / "hsa_throughput.py"), "--stream-to", str(tmp_path),
-                           "--rows", "40", "--tiny", "10", "--data", "tiny", "--repeat", "1", "--variants", "2",
+                           "--rows", "40", "--data", "tiny", "--repeat", "1", "--variants", "2",
                            "--pool", "4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "exists and is not empty" in proc.stderr, proc.stderr[-2000:]
     assert kept.read_text() == "not the bench's"
