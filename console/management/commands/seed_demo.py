@@ -166,31 +166,35 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Seeded harness '{DEMO_SLUG}': v1 production, v2 staging, "
                                              "v3 submitted for review"))
 
-    def _seed_order_desk(self, users) -> None:
+    def _seed_production_harness(self, users, *, slug: str, name: str, description: str, manifest: str,
+                                 notes: tuple[str, str, str, str]) -> None:
+        """One approved version of a harness, labelled production (alice writes it, carol approves and labels it).
+        ``notes``: the change note, the submit comment, the review comment and the label comment."""
         alice, carol = users["alice"], users["carol"]
+        change_note, submitted, approved, labelled = notes
         with transaction.atomic():
-            v1 = services.harness_create(user=alice, slug=ORDER_DESK_SLUG, name="Order desk",
-                                         description="A customer-service agent brought in from outside the live "
-                                                     "room: orders, returns, refunds, under a written policy; its "
-                                                     "tools answer from fixtures.",
-                                         manifest=_demo("order_desk"), change_note="Brought in with fixture bindings")
-            services.version_submit(user=alice, version=v1, comment="policy and fixtures in place")
-            v1 = services.version_approve(user=carol, version=v1, comment="identity check before every change")
-            services.label_move(user=carol, harness=v1.harness, name="production", version=v1,
-                                comment="order desk go-live")
+            v1 = services.harness_create(user=alice, slug=slug, name=name, description=description,
+                                         manifest=_demo(manifest), change_note=change_note)
+            services.version_submit(user=alice, version=v1, comment=submitted)
+            v1 = services.version_approve(user=carol, version=v1, comment=approved)
+            services.label_move(user=carol, harness=v1.harness, name="production", version=v1, comment=labelled)
+
+    def _seed_order_desk(self, users) -> None:
+        self._seed_production_harness(
+            users, slug=ORDER_DESK_SLUG, name="Order desk",
+            description="A customer-service agent brought in from outside the live room: orders, returns, refunds, "
+                        "under a written policy; its tools answer from fixtures.",
+            manifest="order_desk", notes=("Brought in with fixture bindings", "policy and fixtures in place",
+                                          "identity check before every change", "order desk go-live"))
         self.stdout.write(self.style.SUCCESS(f"Seeded harness '{ORDER_DESK_SLUG}': v1 production (a customer-service "
                                              "harness with fixture-bound tools; scenario order-desk-day)"))
 
     def _seed_tiny_harness(self, users) -> None:
-        alice, carol = users["alice"], users["carol"]
-        with transaction.atomic():
-            v1 = services.harness_create(user=alice, slug=TINY_SLUG, name="Tiny demo room",
-                                         description="The lean harness the local demo model (models/demo-tiny) "
-                                                     "was trained on: use it to preview with the local model.",
-                                         manifest=_demo("tiny_room"), change_note="Harness of the demo model")
-            services.version_submit(user=alice, version=v1, comment="as trained")
-            v1 = services.version_approve(user=carol, version=v1, comment="same rules as the trained model")
-            services.label_move(user=carol, harness=v1.harness, name="production", version=v1,
-                                comment="demo model go-live")
+        self._seed_production_harness(
+            users, slug=TINY_SLUG, name="Tiny demo room",
+            description="The lean harness the local demo model (models/demo-tiny) was trained on: use it to preview "
+                        "with the local model.",
+            manifest="tiny_room", notes=("Harness of the demo model", "as trained", "same rules as the trained model",
+                                         "demo model go-live"))
         self.stdout.write(self.style.SUCCESS(f"Seeded harness '{TINY_SLUG}': v1 production (the local demo "
                                              "model's harness)"))
