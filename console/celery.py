@@ -1,8 +1,9 @@
 import os
-import sys
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
+
+from console.latency_tuning import freeze_startup_heap, prefer_latency
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -54,6 +55,9 @@ def _guard_detached_redis_channel() -> None:
 _guard_detached_redis_channel()
 
 
+_latency_worker = [False]  # set by worker_init for a thread pool, read by worker_ready
+
+
 @worker_init.connect
 def _prefer_latency_in_thread_workers(sender=None, **_kwargs) -> None:
     """The interactive worker (threads pool: session runners, preview turns, the event publisher thread) hands each
@@ -63,5 +67,16 @@ def _prefer_latency_in_thread_workers(sender=None, **_kwargs) -> None:
 
     pool = getattr(sender, "pool_cls", None)
     pool_name = pool if isinstance(pool, str) else f"{getattr(pool, '__module__', '')}.{getattr(pool, '__name__', '')}"
-    if "thread" in pool_name and settings.ENV.gil_switch_s > 0:
-        sys.setswitchinterval(settings.ENV.gil_switch_s)
+    if "thread" in pool_name:
+        prefer_latency(gil_switch_s=settings.ENV.gil_switch_s)
+        _latency_worker[0] = True
+
+
+@worker_ready.connect
+def _freeze_thread_worker_heap(sender=None, **_kwargs) -> None:
+    """Once a thread-pool worker has imported its tasks and started its pool, its start-up heap is left out of later
+    full collections (console.config gc_freeze): they paused every session it runs for 125-158 ms."""
+    from django.conf import settings
+
+    if _latency_worker[0] and settings.ENV.gc_freeze:
+        freeze_startup_heap()

@@ -87,6 +87,11 @@ class ConsoleSettings(BaseSettings):
     # that wait lands on every token a viewer sees; 0.5 ms keeps it under a millisecond (bench/live_bench.py).
     gil_switch_s: float = Field(default=0.0005, ge=0, le=0.1, description="CPython's GIL switch interval in the "
                                 "web process and the interactive worker (0: Python's default, 5 ms)")
+    # A full (generation-2) collection walks every object the process holds: after start-up that is Django, the
+    # apps and their libraries, and a walk took 125-158 ms in the web process and the interactive worker, a pause
+    # every viewer of every session sees. Frozen at start-up, that heap is left out of collections (bench/live_bench.py).
+    gc_freeze: bool = Field(default=True, description="freeze the start-up heap out of Python's cyclic garbage "
+                            "collector in the web process and the interactive worker")
     broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "
                                     "Celery (broker, results): an operation on a dead connection fails after this")
 

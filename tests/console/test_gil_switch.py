@@ -49,3 +49,61 @@ def test_the_web_process_switches_sooner(default_interval) -> None:
 
     importlib.reload(console.asgi)
     assert sys.getswitchinterval() == pytest.approx(load_settings().gil_switch_s)
+
+
+# --- the start-up heap frozen out of full collections (console.config gc_freeze) --------------------------------
+
+
+@pytest.fixture
+def unfrozen():
+    import gc
+
+    gc.unfreeze()
+    celery_module._latency_worker[0] = False
+    yield gc
+    gc.unfreeze()  # the test process keeps collecting everything
+    celery_module._latency_worker[0] = False
+
+
+import console.celery as celery_module  # noqa: E402
+
+
+@pytest.mark.parametrize(("pool", "frozen"), [("threads", True), ("prefork", False)])
+def test_a_thread_worker_freezes_its_startup_heap_when_ready(default_interval, unfrozen, pool: str,
+                                                             frozen: bool) -> None:
+    env = load_settings().model_copy(update={"gc_freeze": True})
+    with override_settings(ENV=env):
+        celery_module._prefer_latency_in_thread_workers(sender=SimpleNamespace(pool_cls=pool))
+        celery_module._freeze_thread_worker_heap(sender=None)
+    assert (unfrozen.get_freeze_count() > 10_000) is frozen
+
+
+def test_gc_freeze_off_leaves_the_collector_alone(default_interval, unfrozen) -> None:
+    env = load_settings().model_copy(update={"gc_freeze": False})
+    with override_settings(ENV=env):
+        celery_module._prefer_latency_in_thread_workers(sender=SimpleNamespace(pool_cls="threads"))
+        celery_module._freeze_thread_worker_heap(sender=None)
+    assert unfrozen.get_freeze_count() == 0
+
+
+def test_the_web_process_freezes_its_startup_heap(default_interval, unfrozen) -> None:
+    import importlib
+
+    import console.asgi
+
+    importlib.reload(console.asgi)
+    assert unfrozen.get_freeze_count() > 10_000
+
+
+def test_freezing_keeps_later_garbage_collectable(unfrozen) -> None:
+    from console.latency_tuning import freeze_startup_heap
+
+    freeze_startup_heap()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle made after the freeze
+    del a, b
+    assert unfrozen.collect() >= 2
