@@ -379,6 +379,21 @@ def main() -> int:
         procs.stop_all()
 
 
+def gc_pauses(directory: Path, pids: dict[str, int]) -> dict[str, dict]:
+    """The GC pauses the web process and the runner logged (console.latency_tuning.log_gc_pauses): how many took
+    10 ms or more, how many were full (generation 2), the longest. A pause holds every viewer of every session."""
+    out = {}
+    for name, pid in pids.items():
+        rows = []
+        path = directory / f"{pid}.gc"
+        if path.exists():
+            rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+        ms = [float(r[2]) for r in rows]
+        out[name] = {"count_10ms": sum(1 for m in ms if m >= 10), "full": sum(1 for r in rows if r[1] == "2"),
+                     "max_ms": round(max(ms), 1) if ms else 0.0}
+    return out
+
+
 def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     queue = f"bench-interactive-{os.getpid()}"
     env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HAT_INTERACTIVE_QUEUE=queue,
@@ -416,6 +431,8 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
     ModelEndpoint.objects.filter(pk__in=deployment.current_revision.endpoints).update(
         base_url=f"{base_url}/v1", model=model, kind="vllm", timeout_s=120)
     concurrency = max(args.rooms, args.soak_rooms) + 4
+    gc_dir = logs / f"gc-{os.getpid()}"
+    env = {**env, "HAT_GC_PAUSE_LOG": str(gc_dir)}  # the web process and the runner log their GC pauses there
     runner = start_runner_worker(procs, {**env, "HAT_PREVIEW_TRACE": "1"}, queue, logs / "live-bench-runner.log",
                                  concurrency)
     # liveness, not readiness: readiness also wants the batch workers, which this benchmark does not start
@@ -465,6 +482,9 @@ def run(args, db_url: str, redis_url: str, procs: Procs) -> int:
         figures["rooms"] = report_added(f"{args.rooms} sessions x 1 comment/s (5 viewers each)", res)
         figures["vllm_ttft_mean_ms_since_start"] = vllm_ttft_mean_ms(base_url)
         log(f"vLLM's own TTFT mean since it started (/metrics): {figures['vllm_ttft_mean_ms_since_start']} ms")
+    figures["gc_pauses"] = gc_pauses(gc_dir, {"web": web_pid, "runner": runner.pid})
+    log("garbage collections of 10 ms or more: " + "; ".join(
+        f"{name} {g['count_10ms']} (full {g['full']}, longest {g['max_ms']} ms)" for name, g in figures["gc_pauses"].items()))
     load_avg = os.getloadavg()
     figures["load_average_end"] = load_avg
     log(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")

@@ -9,11 +9,13 @@ django_asgi_app = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
-from console.latency_tuning import freeze_startup_heap, prefer_latency  # noqa: E402
+from console.latency_tuning import freeze_startup_heap, log_gc_pauses, prefer_latency  # noqa: E402
 
 # The event loop hands work to database threads and back on every WebSocket frame: a GIL switch interval under a
 # millisecond keeps the loop from waiting 5 ms behind a busy thread (console.config gil_switch_s).
 prefer_latency(gil_switch_s=settings.ENV.gil_switch_s)
+if os.environ.get("HAT_GC_PAUSE_LOG"):  # benchmarks: bench/live_bench.py reports the pauses
+    log_gc_pauses(os.environ["HAT_GC_PAUSE_LOG"])
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry loaded)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

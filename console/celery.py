@@ -3,7 +3,7 @@ import os
 from celery import Celery
 from celery.signals import worker_init, worker_ready
 
-from console.latency_tuning import freeze_startup_heap, prefer_latency
+from console.latency_tuning import freeze_startup_heap, log_gc_pauses, prefer_latency
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -70,6 +70,8 @@ def _prefer_latency_in_thread_workers(sender=None, **_kwargs) -> None:
     if "thread" in pool_name:
         prefer_latency(gil_switch_s=settings.ENV.gil_switch_s)
         _latency_worker[0] = True
+        if os.environ.get("HAT_GC_PAUSE_LOG"):  # benchmarks: bench/live_bench.py reports the pauses
+            log_gc_pauses(os.environ["HAT_GC_PAUSE_LOG"])
 
 
 @worker_ready.connect

@@ -25,3 +25,24 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def log_gc_pauses(directory: str, *, min_ms: float = 1.0) -> None:
+    """Benchmarks only (``HAT_GC_PAUSE_LOG``): append each collection of at least ``min_ms`` as
+    ``<unix time> <generation> <ms>`` to ``<directory>/<pid>.gc``, so a benchmark can tell GC pauses from the rest."""
+    import os
+    import time
+
+    os.makedirs(directory, exist_ok=True)
+    out = open(os.path.join(directory, f"{os.getpid()}.gc"), "a", buffering=1)  # noqa: SIM115 (process lifetime)
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        ms = (time.perf_counter() - started[0]) * 1000
+        if ms >= min_ms:
+            out.write(f"{time.time():.3f} {info['generation']} {ms:.2f}\n")
+
+    gc.callbacks.append(on_gc)

@@ -107,3 +107,20 @@ def test_freezing_keeps_later_garbage_collectable(unfrozen) -> None:
     a.other, b.other = b, a  # a cycle made after the freeze
     del a, b
     assert unfrozen.collect() >= 2
+
+
+def test_benchmarks_can_log_gc_pauses(tmp_path) -> None:
+    import gc
+    import os
+
+    from console.latency_tuning import log_gc_pauses
+
+    before = list(gc.callbacks)
+    log_gc_pauses(str(tmp_path), min_ms=0)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks[:] = before
+    rows = [line.split() for line in (tmp_path / f"{os.getpid()}.gc").read_text().splitlines()]
+    assert ["2"] == [gen for _, gen, _ in rows[-1:]]  # the full collection asked for, with its duration
+    assert float(rows[-1][2]) >= 0
