@@ -89,6 +89,11 @@ def sync_role_groups(using: str = "default", **_: object) -> None:
         group.permissions.set(wanted)
 
 
+def roles_with(perm: str) -> list[str]:
+    """The roles that hold ``perm`` (app_label.codename), in the order of ROLES: what a 403 page names."""
+    return [role for role in ROLES if perm in ROLE_PERMISSIONS[role]]
+
+
 def user_roles(user) -> list[str]:
     if not user.is_authenticated:
         return []

@@ -224,6 +224,9 @@ HAT_APPROVAL_EVIDENCE = "training_jobs.gate.approval_evidence"
 # (streams.services.session_eval_sets; '' = not offered).
 HAT_MODEL_ARTEFACTS = "training_jobs.model_artefacts.PROVIDER"
 HAT_SAVE_SESSION_AS_EVAL_SET = "training_jobs.session_eval_set_services.live_session_save_as_eval_set"
+# The home page's sections of the runtime and of training (console.home: each role lands on its work), named here so
+# console imports neither app.
+HAT_HOME_SECTIONS = ["streams.home_sections.live_sessions", "training_jobs.home_sections.running_work"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -288,7 +291,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"refusal_without_traceback": {"()": "console.log_filters.RefusalWithoutTraceback"}},
     "root": {"handlers": ["console"], "level": ENV.log_level},
-    # httpx logs every request at INFO: one line per model call drowns a scenario run
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # httpx logs every request at INFO: one line per model call drowns a scenario run; a 403 is a warning line,
+    # not a traceback (console.log_filters)
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                "django.request": {"filters": ["refusal_without_traceback"]}},
 }

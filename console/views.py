@@ -11,12 +11,12 @@ from functools import wraps
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from console import home as home_sections
 from console import roles, signin
 from console import selectors as audit_selectors
 from harness_editor import selectors
@@ -25,13 +25,13 @@ TIMELINE_PAGE_SIZE = 50
 
 
 def role_required(perm: str) -> Callable:
-    """Login first (redirect to the login page), then the role's permission (403)."""
+    """Login first (redirect to the login page), then the role's permission (403, naming the roles that hold it)."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if not request.user.has_perm(perm):
-                raise PermissionDenied("your role does not allow this page")
+                return forbidden(request, perm)
             return view(request, *args, **kwargs)
 
         return login_required(wrapped)
@@ -39,16 +39,21 @@ def role_required(perm: str) -> Callable:
     return decorator
 
 
+def forbidden(request: HttpRequest, perm: str) -> HttpResponse:
+    """The 403 page for a user whose roles lack ``perm``: it names the roles that hold it. Answered, not raised as
+    PermissionDenied, which Django logs with the exception's traceback (console.log_filters drops that too)."""
+    return render(request, "403.html", {"needed_roles": roles.roles_with(perm), "needed_perm": perm}, status=403)
+
+
 @role_required(roles.VIEW_HARNESS)
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    """Each role lands on its work (console.home's sections, ordered by role), then the harnesses and activity."""
     user = request.user
-    is_reviewer = user.has_perm(roles.REVIEW_VERSION)
     context = {
+        "sections": home_sections.home_sections(user),
         "harnesses": selectors.harness_list(),
-        "review_queue": list(selectors.review_queue()[:50]) if is_reviewer else None,
         "recent_events": audit_selectors.audit_list()[:15],
-        "my_drafts": list(selectors.draft_list(author=user)[:50]) if user.has_perm(roles.EDIT_DRAFT) else None,
         "can_add_harness": user.has_perm(roles.ADD_HARNESS),
     }
     return render(request, "console/home.html", context)
