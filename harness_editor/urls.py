@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from harness_editor import import_views, views
+from harness_editor import editor_views, import_views, views
 
 app_name = "harness_editor"
 
@@ -17,8 +17,8 @@ urlpatterns = [
     path(H + "labels/move/", views.label_move, name="label_move"),
     path(H + "labels/<str:name>/rollback/", views.label_rollback, name="label_rollback"),
     path(V, views.version_detail, name="version"),
-    path(V + "edit/", views.version_edit, name="edit"),
-    path(V + "validate/", views.version_validate, name="validate"),
+    path(V + "edit/", editor_views.version_edit, name="edit"),
+    path(V + "validate/", editor_views.version_validate, name="validate"),
     path(V + "import-tools/", import_views.version_import_tools, name="import_tools"),
     path(V + "submit/", views.version_submit, name="submit"),
     path(V + "discard/", views.version_discard, name="discard"),

@@ -1,4 +1,4 @@
-"""Harness pages: list, detail (history, labels, diff picker), version, diff, editor.
+"""Harness pages: list, detail (history, labels, diff picker), version, diff (the editor: editor_views).
 
 Each view: parse the request → authorise (``role_required`` for the role, then what is about this user and
 object) → call one service or selector → render. One view serves its page and, for htmx requests, the
@@ -20,19 +20,18 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
 from console import selectors as audit_selectors
-from console.errors import DomainError, EditConflict
+from console.errors import DomainError
 from console.views import role_required
 from harness_editor import forms as editor_forms
 from harness_editor import gate, selectors, services
-from harness_editor.forms import COMPONENTS, DecisionForm, EditorForm, HarnessCreateForm, LabelMoveForm
+from harness_editor.forms import DecisionForm, HarnessCreateForm, LabelMoveForm
 from harness_editor.models import Harness, HarnessVersion
 from harness_editor.render import render_prompt, render_skill_body
-from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml, parse_manifest
+from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml
 
 HISTORY_PAGE_SIZE = 50
 SUGGESTED_VERSIONS = 20  # version numbers offered as suggestions in forms (typing any number works)
@@ -433,7 +432,7 @@ def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "harness_editor/diff.html", context)
 
 
-# --- editor ------------------------------------------------------------------------------------------
+# --- shared with the editor (harness_editor.editor_views) and the tool import -----------------------------
 
 
 def _editable_draft(request: HttpRequest, slug: str, number: int) -> HarnessVersion:
@@ -442,108 +441,3 @@ def _editable_draft(request: HttpRequest, slug: str, number: int) -> HarnessVers
     if version.author_id != request.user.id:
         raise PermissionDenied("only the author edits a draft; start your own draft from this version")
     return version
-
-
-def _component(value: str | None) -> str:
-    return value if value in COMPONENTS else "skills"
-
-
-def _read_form(request: HttpRequest, version: HarnessVersion) -> EditorForm:
-    component = _component(request.POST.get("component"))
-    try:
-        lock = int(request.POST.get("lock_version", ""))
-    except ValueError:
-        lock = 0  # never a real lock_version: saving reports a conflict instead of overwriting
-    state = editor_forms.state_from_post(component, request.POST)
-    return EditorForm(component=component, state=state, lock_version=lock,
-                      change_note=request.POST.get("change_note", version.change_note).replace("\r\n", "\n"))
-
-
-def _parse_form(form: EditorForm, base: dict) -> Manifest | None:
-    """Build the manifest from the form; on failure fill ``form.errors`` (every error, with its path)."""
-    data, read_errors = editor_forms.manifest_data_from_state(form.component, form.state, base)
-    try:
-        manifest = parse_manifest(data)
-    except ManifestError as exc:
-        form.errors = editor_forms.merge_errors(read_errors, exc.errors)
-        return None
-    if read_errors:
-        form.errors = read_errors
-        return None
-    return manifest
-
-
-def _render_editor(request: HttpRequest, version: HarnessVersion, form: EditorForm, *, status: int = 200,
-                   manifest: Manifest | None = None, conflict: EditConflict | None = None,
-                   notice: str = "", action_error: DomainError | None = None) -> HttpResponse:
-    base = version.manifest.model_dump(mode="json")
-    preview_of = manifest or version.manifest
-    context = {
-        "harness": version.harness,
-        "version": version,
-        "form": form,
-        "components": COMPONENTS,
-        "view": editor_forms.editor_view(form.component, form.state, form.errors, base),
-        "errors": form.errors,
-        "preview": prompt_preview(preview_of),
-        "preview_is_saved": manifest is None and bool(form.errors),
-        "conflict": conflict,
-        "notice": notice,
-        "action_error": action_error,
-    }
-    return render(request, "harness_editor/editor.html", context, status=status)
-
-
-@role_required(roles.EDIT_DRAFT)
-@require_http_methods(["GET", "POST"])
-def version_edit(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _editable_draft(request, slug, number)
-    if version.status != Status.DRAFT:
-        messages.warning(request, f"v{number} is {version.status} and can no longer be edited; "
-                                  "start a new draft from it instead.")
-        return redirect("harness_editor:version", slug=slug, number=number)
-    if request.method == "GET":
-        component = _component(request.GET.get("tab"))
-        form = EditorForm(component=component, lock_version=version.lock_version, change_note=version.change_note,
-                          state=editor_forms.state_from_manifest(component, version.manifest.model_dump(mode="json")))
-        return _render_editor(request, version, form)
-
-    form = _read_form(request, version)
-    op = request.POST.get("op", "save")
-    if op != "save":  # check, or add / remove / move a row: show the result, save nothing
-        editor_forms.apply_op(form.component, form.state, op, hook_kind=request.POST.get("new_hook_kind", ""))
-        manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
-        notice = "Checked; nothing was saved." if op == "check" else "Not saved yet: press Save to keep this change."
-        return _render_editor(request, version, form, manifest=manifest, notice=notice)
-    manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
-    if manifest is None:
-        return _render_editor(request, version, form, status=400)
-    try:
-        services.version_save_draft(user=request.user, version=version, manifest=manifest,
-                                    lock_version=form.lock_version, change_note=form.change_note)
-    except EditConflict as exc:
-        return _render_editor(request, version, form, status=409, manifest=manifest, conflict=exc)
-    except DomainError as exc:
-        return _render_editor(request, version, form, status=exc.status_code, manifest=manifest, action_error=exc)
-    messages.success(request, f"Saved v{number} ({COMPONENTS[form.component].lower()}).")
-    return redirect(f"{reverse('harness_editor:edit', args=[slug, number])}?tab={form.component}")
-
-
-@role_required(roles.EDIT_DRAFT)
-@require_POST
-def version_validate(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    """Live validation for the editor (htmx): the errors and the preview of what is typed, saving nothing."""
-    version = _editable_draft(request, slug, number)
-    form = _read_form(request, version)
-    manifest = _parse_form(form, version.manifest.model_dump(mode="json"))
-    if not request.htmx:
-        return _render_editor(request, version, form, manifest=manifest, notice="Checked; nothing was saved.")
-    return render(request, "harness_editor/editor.html#live", {
-        "harness": version.harness,
-        "version": version,
-        "form": form,
-        "errors": form.errors,
-        "preview": prompt_preview(manifest or version.manifest),
-        "preview_is_saved": manifest is None,
-        "validated": True,
-    })
