@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from console import health
 from console.views import SignInView
-from streams import mcp_import_views
+from streams import mcp_import_views, try_draft_views
 from training_jobs.gate_views import gate_urls
 from training_jobs.urls import eval_run_urls, eval_urls, model_urls, training_urls
 from training_jobs.urls import latency_urls
@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/", include("console.api_urls")),
     # MCP tool import lives in streams (the registry imports nothing from it), under the harness's address
     path("harnesses/<slug:slug>/v<int:number>/mcp-import/", mcp_import_views.mcp_import, name="mcp_import"),
+    path("harnesses/<slug:slug>/v<int:number>/try/", try_draft_views.try_draft, name="try_draft"),  # draft vs production
     path("harnesses/", include("harness_editor.urls")),
     path("preview/", include("streams.urls")),
     path("live/", include("streams.live_urls")),

@@ -51,6 +51,19 @@ class ModelArtefact:
         return any(str(a) == str(model_id) for a in self.lineage[:-1])
 
 
+@dataclass(frozen=True)
+class TrainedHarnesses:
+    """What a model was trained on, as training recorded it (its whole lineage): harness slugs (versions named
+    ``slug@number`` in its datasets), manifests by content hash (demo manifests, those versions, recorded rooms'
+    versions), and the same in words for a page (``tiny_room (harness_editor/demo/tiny_room.yaml)``). Empty sets:
+    training recorded no harness for it (a base model)."""
+
+    model_name: str
+    slugs: frozenset[str] = frozenset()
+    manifest_hashes: frozenset[str] = frozenset()
+    described: tuple[str, ...] = ()
+
+
 class ModelArtefactProvider(Protocol):
     """What the runtime asks of the model registry (implemented by training: ``training_jobs.model_artefacts``).
     Ids are UUIDs or their text; an id that is not a UUID, or names no model, is simply not found."""
@@ -65,6 +78,8 @@ class ModelArtefactProvider(Protocol):
     def served(self, model_id: Any, *, endpoint_id: int, pid: int | None, host: str) -> None: ...
 
     def unserved(self, model_id: Any, *, endpoint_id: int) -> None: ...
+
+    def trained_harnesses(self, *, endpoint_id: int, served_model: str) -> TrainedHarnesses | None: ...
 
 
 def _provider() -> ModelArtefactProvider | None:
@@ -113,3 +128,10 @@ def model_unserved(model_id: Any, *, endpoint_id: int) -> None:
     provider = _provider()
     if provider is not None and model_id is not None:
         provider.unserved(model_id, endpoint_id=endpoint_id)
+
+
+def model_trained_harnesses(*, endpoint_id: int, served_model: str) -> TrainedHarnesses | None:
+    """What the model behind endpoint ``endpoint_id`` (serving ``served_model``) was trained on; None when the
+    registry does not know that model (or has no such question: a provider without ``trained_harnesses``)."""
+    ask = getattr(_provider(), "trained_harnesses", None)
+    return ask(endpoint_id=endpoint_id, served_model=served_model) if ask is not None else None

@@ -22,6 +22,7 @@ from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from harness_editor.models import HarnessVersion
 from streams import selectors, services
+from streams.model_fit import model_fit
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
 from streams.services.tool_runtime import tool_bindings_available, tool_runtime_for
 
@@ -135,6 +136,7 @@ def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: i
         "members": selectors.preview_room_members(room=room),
         "member_form": member_form or (MemberForm() if is_owner and not room.is_run else None),
         "tool_warnings": tool_bindings_available(room.harness_version.manifest, runtime),
+        "fit": model_fit(endpoint=room.endpoint, version=room.harness_version),  # trained on this harness?
     }, status=status)
 
 

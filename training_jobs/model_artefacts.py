@@ -8,11 +8,12 @@ is served, which the model pages show.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from streams.model_artefacts import ModelArtefact
+from streams.model_artefacts import ModelArtefact, TrainedHarnesses
 from training_jobs.models import TrainedModel
 
 
@@ -81,6 +82,147 @@ class TrainedModels:
         # only when it is still attached to this server's endpoint (a later server of it may have taken over)
         TrainedModel.objects.filter(pk=_uuid(model_id), endpoint_id=endpoint_id).update(
             endpoint=None, serve_pid=None, serve_host="")
+
+    def trained_harnesses(self, *, endpoint_id: int, served_model: str) -> TrainedHarnesses | None:
+        row = _served_row(endpoint_id, served_model)
+        if row is not None:
+            return trained_harnesses(row)
+        if _same_dir(served_model, _demo_dir()):  # the committed checkpoint, served before anyone registered it
+            return _harnesses("demo-tiny (committed demo checkpoint)", [_demo_checkpoint_record()])
+        return None
+
+
+# --- what a model was trained on ------------------------------------------------------------------------------
+# Recorded by training: a stage's dataset names its sources (training_jobs.schemas.Sources: demo manifests, tiny gold
+# turns, approved versions 'slug@number', recorded preview rooms, written turns); a model carries what its whole
+# lineage saw. The committed demo checkpoint has no dataset row: its pipeline trains on the tiny gold generator's
+# manifest (training_jobs.tiny_model.gold.TINY_MANIFEST; models/demo-tiny/MODEL_CARD.md).
+
+Record = tuple[set[str], set[str], list[str]]  # slugs, manifest hashes, in words
+
+
+def _demo_dir():
+    from streams.serve_profiles import DEMO_MODEL_DIR
+
+    return DEMO_MODEL_DIR
+
+
+def _same_dir(a: str | None, b) -> bool:
+    from pathlib import Path
+
+    try:
+        return bool(a) and Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def _served_row(endpoint_id: int, served_model: str) -> TrainedModel | None:
+    """The registered model an endpoint serves: by the served name a launch gives it (``hat-<id>``), by its
+    directory (a local server's model name is its path), else the model attached to the endpoint."""
+    from pathlib import Path
+
+    name = (served_model or "").strip()
+    pk = _uuid(name[4:]) if name.startswith("hat-") else None
+    row = TrainedModel.objects.filter(pk=pk).first() if pk is not None else None
+    if row is None and name.startswith("/"):
+        try:
+            path = str(Path(name).resolve())
+        except (OSError, ValueError):
+            path = name
+        row = TrainedModel.objects.filter(path__in={name, path}).order_by("is_adapter", "-created_at").first()
+    if row is None and endpoint_id is not None:
+        row = TrainedModel.objects.filter(endpoint_id=endpoint_id).order_by("-created_at").first()
+    return row
+
+
+def _manifest_hash(path) -> str | None:
+    from harness_editor.schemas import ManifestError, content_hash, manifest_from_yaml
+
+    try:
+        return content_hash(manifest_from_yaml(path.read_text(encoding="utf-8")))
+    except (OSError, ManifestError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _demo_manifest_hash(name: str) -> str | None:
+    from pathlib import Path
+
+    import harness_editor
+
+    return _manifest_hash(Path(harness_editor.__file__).resolve().parent / "demo" / f"{name}.yaml")
+
+
+def _demo_manifest_record(name: str) -> Record:
+    digest = _demo_manifest_hash(name)
+    return set(), {digest} if digest else set(), [f"the demo manifest {name} (harness_editor/demo/{name}.yaml)"]
+
+
+def _demo_checkpoint_record() -> Record:
+    return _demo_manifest_record("tiny_room")
+
+
+def _version_record(ref: str) -> Record:
+    from harness_editor.selectors import harness_version_by_ref
+
+    version = harness_version_by_ref(ref)
+    slug = ref.split("@", 1)[0]
+    return {slug}, {version.content_hash} if version is not None else set(), [ref.replace("@", " v")]
+
+
+def _dataset_record(sources: Any) -> Record:
+    slugs: set[str] = set()
+    hashes: set[str] = set()
+    words: list[str] = []
+
+    def add(rec: Record) -> None:
+        slugs.update(rec[0])
+        hashes.update(rec[1])
+        words.extend(w for w in rec[2] if w not in words)
+
+    from training_jobs.schemas import Sources
+
+    sources = sources if isinstance(sources, dict) else {}
+    if sources.get("scenarios") != []:  # a missing key is the default (every demo scenario)
+        default = Sources.model_fields["demo_manifests"].default_factory()
+        for name in sources.get("demo_manifests", default) or []:
+            add(_demo_manifest_record(str(name)))
+    if sources.get("tiny_gold"):
+        add(_demo_manifest_record("tiny_room"))
+    for ref in sources.get("versions") or []:
+        add(_version_record(str(ref)))
+    for written in sources.get("written") or []:
+        if isinstance(written, dict) and written.get("version"):
+            add(_version_record(str(written["version"])))
+    room_ids = [r for r in (_uuid(x) for x in sources.get("preview_rooms") or []) if r is not None]
+    if room_ids:
+        from streams.models import PreviewRoom
+
+        for slug, number, digest in (PreviewRoom.objects.filter(pk__in=room_ids)
+                                     .values_list("harness_version__harness__slug", "harness_version__number",
+                                                  "harness_version__content_hash").distinct()):
+            add(({slug}, {digest}, [f"{slug} v{number} (recorded preview turns)"]))
+    return slugs, hashes, words
+
+
+def _harnesses(name: str, records: list[Record]) -> TrainedHarnesses:
+    words: list[str] = []
+    for rec in records:
+        words.extend(w for w in rec[2] if w not in words)
+    return TrainedHarnesses(model_name=name, slugs=frozenset().union(*(r[0] for r in records)),
+                            manifest_hashes=frozenset().union(*(r[1] for r in records)), described=tuple(words))
+
+
+def trained_harnesses(row: TrainedModel) -> TrainedHarnesses:
+    """What ``row`` and its ancestors were trained on (the datasets of their stages; the committed checkpoint's own
+    recipe)."""
+    records: list[Record] = []
+    for node in row.lineage():
+        if node.dataset_id is not None:
+            records.append(_dataset_record(node.dataset.sources))
+        elif node.kind == TrainedModel.Kind.BASE and _same_dir(node.path, _demo_dir()):
+            records.append(_demo_checkpoint_record())
+    return _harnesses(row.name, records)
 
 
 PROVIDER = TrainedModels()
