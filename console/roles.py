@@ -27,6 +27,7 @@ REVIEW_VERSION = "harness_editor.review_harnessversion"
 # approve a version whose evaluation gate fails, with a written reason (audited): harness_editor.gate
 OVERRIDE_GATE = "harness_editor.override_gate"
 MOVE_LABEL = "harness_editor.move_label"
+SET_REVIEW_CHECKLIST = "harness_editor.set_review_checklist"  # the items reviewers tick before approving
 VIEW_AUDIT = "console.view_auditevent"
 USE_PREVIEW = "streams.use_previewroom"
 VIEW_DATASETS = "training_jobs.view_dataset"  # dataset jobs, statistics and the sample browser
@@ -68,7 +69,7 @@ ROLE_PERMISSIONS: dict[str, set[str]] = {
     ML_STAFF: set(_ML),
     ML_LEAD: _ML | {MANAGE_ANY_TRAINING, PIN_EVAL_SET, REVIEW_DEPLOYMENT, ROLLBACK_DEPLOYMENT},
     OPERATOR: _EVERYONE | {RUN_LIVE, ROLLBACK_DEPLOYMENT},
-    COMPLIANCE_LEAD: _EVERYONE | _REVIEW | {OVERRIDE_GATE},
+    COMPLIANCE_LEAD: _EVERYONE | _REVIEW | {OVERRIDE_GATE, SET_REVIEW_CHECKLIST},
 }
 
 

@@ -230,6 +230,9 @@ HAT_SAVE_SESSION_AS_EVAL_SET = "training_jobs.session_eval_set_services.live_ses
 # The home page's sections of the runtime and of training (console.home: each role lands on its work), named here so
 # console imports neither app.
 HAT_HOME_SECTIONS = ["streams.home_sections.live_sessions", "training_jobs.home_sections.running_work"]
+# What a label move reaches (harness_editor.label_impact: deployments, live sessions, rooms), for the registry's
+# confirmation pages; named here so the registry imports nothing from the runtime. '' = not reported.
+HAT_LABEL_IMPACT = "streams.label_impact.label_impact"
 
 # E-mail (notifications, console.services): Django's mail backend, chosen by HAT_EMAIL_BACKEND; the default prints
 # each message on the web process's output, so nothing leaves the machine until a real backend is set, e.g.

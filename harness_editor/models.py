@@ -107,3 +107,7 @@ class Label(models.Model):
 
     def __str__(self) -> str:
         return f"{self.harness.slug}@{self.name}"
+
+
+# Review comments and the approval checklist live in their own module; imported here so Django registers them.
+from harness_editor.review_models import ApprovalChecklist, ReviewChecklistItem, ReviewComment  # noqa: E402, F401

@@ -177,14 +177,16 @@ def _check_four_eyes(user, version: HarnessVersion) -> None:
         raise NotAllowed("four eyes: the author of a version can never review it")
 
 
-def version_approve(*, user, version: HarnessVersion, comment: str = "", override_reason: str = "") -> HarnessVersion:
+def version_approve(*, user, version: HarnessVersion, comment: str = "", override_reason: str = "",
+                    review: dict | None = None) -> HarnessVersion:
     """Approve a submitted version (four eyes) when its evaluation gate passes (:mod:`harness_editor.gate`).
 
     A failing gate refuses (GateFailed, 409, one error per failing rule) unless ``override_reason`` is given by
     someone who may override (``roles.OVERRIDE_GATE``: compliance leads); a reason from anyone else is refused
     (NotAllowed). The gate is evaluated with the version locked, in the approval's transaction; the approval's
     audit row records the gate's verdict and the runs it rested on, and an override adds its own row with the
-    reason and the rules it overrode."""
+    reason and the rules it overrode. ``review`` (the ticked review checklist, the open comment threads:
+    harness_editor.review_services) goes into the approval's audit data as it is."""
     _check_four_eyes(user, version)
     override_reason = (override_reason or "").strip()
     with transaction.atomic():
@@ -222,7 +224,8 @@ def version_approve(*, user, version: HarnessVersion, comment: str = "", overrid
         audit_record(actor=user, action="version.approved", scope=_scope(locked.harness),
                      target=f"version:{locked.number}", from_state=Status.SUBMITTED, to_state=Status.APPROVED,
                      comment=comment,
-                     data={"version_id": locked.id, "content_hash": locked.content_hash, "gate": gate_data})
+                     data={"version_id": locked.id, "content_hash": locked.content_hash, "gate": gate_data,
+                           **({"review": review} if review is not None else {})})
     locked.gate_overridden = overridden
     return locked
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from harness_editor import editor_views, import_views, views
+from harness_editor import editor_views, import_views, review_views, views
 
 app_name = "harness_editor"
 
@@ -12,6 +12,7 @@ V = H + "v<int:number>/"
 urlpatterns = [
     path("", views.harness_list, name="list"),
     path("new/", views.harness_new, name="new"),
+    path("review/checklist/", review_views.review_checklist, name="review_checklist"),
     path(H, views.harness_detail, name="detail"),
     path(H + "diff/", views.version_diff, name="diff"),
     path(H + "labels/move/", views.label_move, name="label_move"),
@@ -24,6 +25,9 @@ urlpatterns = [
     path(V + "discard/", views.version_discard, name="discard"),
     path(V + "approve/", views.version_approve, name="approve"),
     path(V + "reject/", views.version_reject, name="reject"),
+    path(V + "comments/", review_views.review_comment_create, name="review_comment"),
+    path(V + "comments/<int:comment_id>/resolve/", review_views.review_comment_resolve, name="review_comment_resolve"),
+    path(V + "comments/<int:comment_id>/reopen/", review_views.review_comment_reopen, name="review_comment_reopen"),
     path(V + "new-draft/", views.version_new_draft, name="new_draft"),
     path(V + "export.<str:fmt>", views.version_export, name="export"),
 ]

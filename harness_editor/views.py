@@ -27,7 +27,7 @@ from console import selectors as audit_selectors
 from console.errors import DomainError
 from console.views import role_required
 from harness_editor import forms as editor_forms
-from harness_editor import gate, selectors, services
+from harness_editor import gate, review_services, review_views, selectors, services
 from harness_editor.forms import DecisionForm, HarnessCreateForm, LabelMoveForm
 from harness_editor.models import Harness, HarnessVersion
 from harness_editor.render import render_prompt, render_skill_body
@@ -233,6 +233,11 @@ def label_move(request: HttpRequest, slug: str) -> HttpResponse:
             return render(request, "harness_editor/harness_detail.html",
                           _detail_context(request, harness, move_form=form), status=400)
         try:
+            # the first POST shows what would change and asks to confirm; only the confirming POST moves
+            pending = review_views.label_move_unconfirmed(request, harness, name=name, version=version,
+                                                          comment=form.cleaned_data["comment"])
+            if pending is not None:
+                return pending
             label = services.label_move(user=request.user, harness=harness, name=name, version=version,
                                         comment=form.cleaned_data["comment"])
         except DomainError as exc:
@@ -250,6 +255,9 @@ def label_move(request: HttpRequest, slug: str) -> HttpResponse:
 def label_rollback(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     harness = _harness_or_404(slug)
     try:
+        pending = review_views.label_rollback_unconfirmed(request, harness, name=name)  # confirm step first
+        if pending is not None:
+            return pending
         label = services.label_rollback(user=request.user, harness=harness, name=name,
                                         comment=request.POST.get("comment", "").strip())
     except DomainError as exc:
@@ -312,6 +320,7 @@ def _render_version(request: HttpRequest, version: HarnessVersion, *, status: in
         "diff": diff_context(selectors.version_diff(old=parent, new=version)) if parent else None,
         "parent": parent,
     }
+    context.update(review_views.review_context(request, version, parent, context["diff"], page="version"))
     return render(request, "harness_editor/version_detail.html", context, status=status)
 
 
@@ -338,6 +347,9 @@ def version_submit(request: HttpRequest, slug: str, number: int) -> HttpResponse
 def version_discard(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     version = _version_or_404(_harness_or_404(slug), number)
     try:
+        pending = review_views.discard_unconfirmed(request, version)  # confirm step first
+        if pending is not None:
+            return pending
         services.version_discard_draft(user=request.user, version=version)
     except DomainError as exc:
         return _render_version(request, version, status=exc.status_code, action_error=exc)
@@ -352,14 +364,18 @@ def version_approve(request: HttpRequest, slug: str, number: int) -> HttpRespons
     form = DecisionForm(request.POST)
     form.is_valid()
     try:
-        version = services.version_approve(user=request.user, version=version,
-                                           comment=form.cleaned_data.get("comment", ""),
-                                           override_reason=form.cleaned_data.get("override_reason", ""))
+        version = review_services.version_approve_reviewed(
+            user=request.user, version=version, comment=form.cleaned_data.get("comment", ""),
+            override_reason=form.cleaned_data.get("override_reason", ""),
+            ticked={int(x) for x in request.POST.getlist("checklist") if x.isdigit() and len(x) < 10})
     except DomainError as exc:
         editor_forms.add_domain_errors(form, [e for e in exc.errors if not str(e.get("path", "")).startswith("gate.")])
         return _render_version(request, version, status=exc.status_code, action_error=exc, decision_form=form)
     messages.success(request, f"v{number} is approved" + (" (gate overridden; the reason is on the audit timeline)."
                                                           if version.gate_overridden else "."))
+    if version.unresolved_comments:
+        messages.warning(request, f"{version.unresolved_comments} review comment thread"
+                                  f"{'s were' if version.unresolved_comments != 1 else ' was'} still open.")
     return redirect("harness_editor:version", slug=slug, number=number)
 
 
@@ -429,6 +445,7 @@ def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "harness_editor/diff.html", context, status=400)
     old, new = _version_or_404(harness, a), _version_or_404(harness, b)
     context.update(a=old, b=new, diff=diff_context(selectors.version_diff(old=old, new=new)))
+    context.update(review_views.review_context(request, new, old, context["diff"], page="diff"))
     return render(request, "harness_editor/diff.html", context)
 
 

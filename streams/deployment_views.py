@@ -19,6 +19,7 @@ from console.errors import DomainError
 from console.views import role_required
 from streams import deployment_selectors as selectors
 from streams.deployment_forms import DecisionForm, DeploymentCreateForm, ProposeForm, RollbackForm, add_service_errors
+from streams.label_impact import label_impact
 from streams.models import Deployment, DeploymentRevision
 from streams.services import deployments as services
 
@@ -215,4 +216,8 @@ def deployment_rollback(request: HttpRequest, name: str) -> HttpResponse:
         "deployment": deployment, "form": form, "target": target, "current": current, "action_error": error,
         "diff": selectors.revision_diff(in_force=current, proposed=target) if target else None,
         "sessions": list(selectors.live_sessions(deployment)),
+        # the label moves for every deployment on it: say from which version, and what else it reaches
+        "label_now": selectors.label_versions([deployment.harness_id]).get((deployment.harness_id, target.label))
+        if target else None,
+        "label_impact": label_impact(deployment.harness, target.label) if target else None,
     }, status=status if (target or request.method == "POST") else 409)

@@ -333,6 +333,10 @@ def test_frank_runs_a_live_session_and_carol_moves_the_label(walk_queue, browser
         move.locator("[name=version]").fill("2")
         move.locator("[name=comment]").fill("v2 for the evening show")
         move.get_by_role("button", name="Move label").click()
+        # the move is confirmed on a page that says what changes and which live session it reaches
+        expect(carol.get_by_test_id("confirm-change")).to_contain_text("moves from v1 to v2")
+        expect(carol.get_by_test_id("affected-sessions")).to_be_visible()
+        carol.get_by_test_id("confirm-submit").click()
         expect(carol.locator("body")).to_contain_text("Moved 'production' to v2.")
         _shot(carol, "05-carol-label-moved")
         moved_seq = LiveEvent.objects.filter(session_id=sid).order_by("-seq").values_list("seq", flat=True)[0]

@@ -336,7 +336,11 @@ def test_non_author_manager_cannot_submit_or_discard(h, as_user, manager2):
 
 
 def test_discard_draft(h, as_user, manager):
-    response = as_user(manager).post(url("discard", SLUG, 3))
+    client = as_user(manager)
+    response = client.post(url("discard", SLUG, 3))  # the first POST asks to confirm, naming the draft
+    assert response.status_code == 200 and 'data-testid="confirm-change"' in response.content.decode()
+    assert HarnessVersion.objects.filter(pk=h["v3"].pk).exists()
+    response = client.post(url("discard", SLUG, 3), {"confirm": "1", "expected_lock": h["v3"].lock_version})
     assert response.status_code == 302 and response["Location"] == url("detail", SLUG)
     assert not HarnessVersion.objects.filter(pk=h["v3"].pk).exists()
 
@@ -360,11 +364,17 @@ def test_label_move_and_rollback_through_the_page(h, as_user, reviewer, manager)
     _approve_v2(h, reviewer)
     client = as_user(manager)
     response = client.post(url("label_move", SLUG), {"name": "production", "version": 2, "comment": "go"})
+    assert response.status_code == 200 and Label.objects.get(name="production").version.number == 1  # confirm first
+    response = client.post(url("label_move", SLUG), {"name": "production", "version": 2, "comment": "go",
+                                                     "confirm": "1", "expected_from": "1"})
     assert response.status_code == 302 and response["Location"] == url("detail", SLUG)
     assert Label.objects.get(harness=h["harness"], name="production").version.number == 2
     body = client.get(url("detail", SLUG)).content.decode()
     assert "v1 → v2" in body
     response = client.post(url("label_rollback", SLUG, "production"))
+    assert response.status_code == 200 and Label.objects.get(name="production").version.number == 2  # confirm first
+    response = client.post(url("label_rollback", SLUG, "production"),
+                           {"confirm": "1", "expected_from": "2", "expected_to": "1"})
     assert response.status_code == 302
     assert Label.objects.get(harness=h["harness"], name="production").version.number == 1
     event = AuditEvent.objects.filter(action="label.moved").order_by("-id").first()
@@ -419,7 +429,7 @@ def test_diff_page_shows_changes_and_breaking_flags(h, as_user, reviewer):
 
 def test_diff_page_colours_text_diff_lines(h, as_user, reviewer):
     body = as_user(reviewer).get(url("diff", SLUG, a=1, b=2)).content.decode()
-    assert '<div class="add">' in body and '<div class="del">' in body
+    assert '<div class="add" id="dl-' in body and '<div class="del" id="dl-' in body  # each line anchored for comments
 
 
 def test_diff_page_without_choice_and_with_bad_numbers(h, as_user, reviewer):
