@@ -35,6 +35,7 @@ from streams.engine.outbound import OutboundRefused
 from training_jobs import eval_run_compare as compare
 from training_jobs import eval_run_selectors as selectors
 from training_jobs import eval_run_services as services
+from training_jobs import list_filters, tag_selectors
 from training_jobs.eval_models import EvalCase
 from training_jobs.eval_run_forms import CaseFilterForm, EvalRunForm, RunFilterForm
 from training_jobs.eval_run_models import EvalRun
@@ -69,15 +70,21 @@ def _run_or_404(run_id) -> EvalRun:
 def run_list(request: HttpRequest) -> HttpResponse:
     filters = RunFilterForm(request.GET or None, choices=selectors.filter_choices())
     chosen = filters.filters() if request.GET else {}
-    page = Paginator(selectors.eval_run_list(**chosen), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    more, runs, status = list_filters.narrow(request, "eval_run", selectors.eval_run_list(**chosen),
+                                             everyone=EvalRun.objects.all())
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    tag_selectors.tags_and_notes("eval_run", page.object_list)
     rows = [{"run": r, "figures": selectors.headline(r)} for r in page.object_list]
     query = request.GET.copy()
     query.pop("page", None)
     context = {"rows": rows, "page": page, "filters": filters, "query": query.urlencode(),
                "active": any(r.is_active for r in page.object_list), "poll_s": POLL_S,
-               "filtered": any(chosen.values()), "can_run": request.user.has_perm(roles.RUN_EVAL)}
-    template = "training_jobs/evals/runs/list.html#runs" if request.htmx else "training_jobs/evals/runs/list.html"
-    return render(request, template, context)
+               "filtered": any(chosen.values()) or list_filters.given(request, more),
+               "more_filters": more, "filter_errors": list_filters.errors(more),
+               "can_run": request.user.has_perm(roles.RUN_EVAL)}
+    fragment = request.htmx and not request.htmx.history_restore_request
+    template = "training_jobs/evals/runs/list.html#runs" if fragment else "training_jobs/evals/runs/list.html"
+    return render(request, template, context, status=status)
 
 
 @role_required(roles.RUN_EVAL)

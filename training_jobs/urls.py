@@ -84,3 +84,21 @@ eval_run_urls[0].extend([
     path(R + "labels/<int:result_id>/", label_views.label_case, name="label_case"),
     path(R + "agreement/", label_views.run_agreement, name="agreement"),
 ])
+
+# Tags and the note of a dataset, training job, model or evaluation run (training_jobs.tag_views): the same three
+# POSTs under each kind's pages ("<namespace>:tags", ":untag", ":note")
+from training_jobs import tag_views  # noqa: E402
+from training_jobs.tag_models import Subject  # noqa: E402
+
+
+def _tag_urls(subject: str) -> list:
+    o = "<uuid:object_id>/"
+    return [path(o + "tags/", tag_views.tags_add, {"subject": subject}, name="tags"),
+            path(o + "tags/remove/", tag_views.tag_remove, {"subject": subject}, name="untag"),
+            path(o + "note/", tag_views.note_save, {"subject": subject}, name="note")]
+
+
+urlpatterns += _tag_urls(Subject.DATASET)
+training_urls[0].extend(_tag_urls(Subject.TRAINING_JOB))
+model_urls[0].extend(_tag_urls(Subject.MODEL))
+eval_run_urls[0].extend(_tag_urls(Subject.EVAL_RUN))
