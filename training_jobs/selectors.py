@@ -1,7 +1,7 @@
 """Reads of the dataset jobs: the job list, one job, and the rows of a finished dataset with what the sample
 browser shows beside each (the canonical sample before augmentation, both harnesses, their semantic diff).
-Reads of the training jobs and the model registry (lineage of a page of models in a few queries), and the pure
-functions that turn a job's progress points into an SVG curve and its latest numbers.
+Reads of the training jobs and the model registry (lineage of a page of models in a few queries); the pure
+functions that turn a job's progress points into curves and numbers are in training_jobs.curve_selectors.
 
 Rows are read from the artifact (Hugging Face ``datasets`` on disk, memory-mapped); the JSON-lines files beside
 it are indexed once per folder (line offsets), so a page reads one line of each.
@@ -10,9 +10,7 @@ it are indexed once per folder (line offsets), so a page reads one line of each.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,23 @@ from django.db.models import QuerySet
 
 from harness_editor.diff import diff_manifests
 from harness_editor.schemas import Manifest, manifest_from_json
+from training_jobs.curve_selectors import (  # noqa: F401  (the pages and tests read them from here too)
+    LATEST_NUMBERS,
+    REWARD_CURVES,
+    Curve,
+    _finite,
+    chart,
+    duration_text,
+    latest_numbers,
+    metric_curve,
+    model_metric_rows,
+    overlaid_curves,
+    resumed_at,
+    reward_curves,
+    run_points,
+    run_segments,
+    stage_points,
+)
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
 
 
@@ -378,98 +393,7 @@ def model_lineages(models: Sequence[TrainedModel]) -> dict[Any, list[TrainedMode
     return out
 
 
-# --- curves and numbers of progress points (pure functions) -----------------------------------------------------
-
-CURVE_WIDTH, CURVE_HEIGHT = 480, 180
-CURVE_PAD = (58, 12, 10, 24)  # left (y labels), right, top, bottom (x labels) in SVG units
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _short(value: float) -> str:
-    return f"{value:.3g}" if value and (abs(value) < 1e-3 or abs(value) >= 1e5) else f"{value:.4g}"
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One metric against the step, in SVG coordinates (y grows downwards), ready for ``<polyline points>``."""
-
-    key: str
-    points: str  # "x,y x,y ..."
-    count: int
-    last_x: float
-    last_y: float
-    last_value: float
-    x_max: int
-    y_min: float
-    y_max: float
-    width: int = CURVE_WIDTH
-    height: int = CURVE_HEIGHT
-    left: int = CURVE_PAD[0]
-    right: int = CURVE_WIDTH - CURVE_PAD[1]
-    top: int = CURVE_PAD[2]
-    bottom: int = CURVE_HEIGHT - CURVE_PAD[3]
-
-    @property
-    def y_min_label(self) -> str:
-        return _short(self.y_min)
-
-    @property
-    def y_max_label(self) -> str:
-        return _short(self.y_max)
-
-    @property
-    def last_label(self) -> str:
-        return _short(self.last_value)
-
-
-def metric_curve(points: Sequence[Mapping[str, Any]], key: str, *, x_max: int = 0, width: int = CURVE_WIDTH,
-                 height: int = CURVE_HEIGHT, pad: tuple[int, int, int, int] = CURVE_PAD,
-                 y_range: tuple[float, float] | None = None) -> Curve | None:
-    """The ``key`` values of progress points (``{"step": 3, "loss": 1.2, ...}``) as a curve in a ``width`` ×
-    ``height`` box: x from step 0 to ``max(x_max, last step)`` (pass the schedule's length so a live curve grows
-    across the box), y from the smallest to the largest value (a flat line sits in the middle, or on the floor at
-    0), or over ``y_range`` (curves drawn in one box share it). Points without a finite number for ``key`` are
-    skipped (the trainer's summary point has no ``loss``); when a step appears twice the later point wins (a
-    resumed job re-runs the steps after its last checkpoint). None without any point."""
-    by_step: dict[float, float] = {}
-    for p in points:
-        step, value = p.get("step"), p.get(key)
-        if _finite(step) and _finite(value):
-            by_step[float(step)] = float(value)
-    if not by_step:
-        return None
-    steps = sorted(by_step)
-    values = [by_step[s] for s in steps]
-    x_hi = max(steps[-1], float(x_max or 0), 1.0)
-    lo, hi = y_range or (min(values), max(values))
-    if hi == lo:  # a flat line: a band around it, never below 0 for a metric that is not (a learning rate of 0)
-        spread = abs(lo) * 0.1 or 1.0
-        lo, hi = (max(lo - spread, 0.0) if lo >= 0 else lo - spread), hi + spread
-    left, right, top, bottom = pad[0], width - pad[1], pad[2], height - pad[3]
-
-    def xy(step: float, value: float) -> tuple[float, float]:
-        x = left + (step / x_hi) * (right - left)
-        y = top + (1 - (value - lo) / (hi - lo)) * (bottom - top)
-        return round(x, 1), round(y, 1)
-
-    coords = [xy(s, v) for s, v in zip(steps, values)]
-    return Curve(key=key, points=" ".join(f"{x:g},{y:g}" for x, y in coords), count=len(coords),
-                 last_x=coords[-1][0], last_y=coords[-1][1], last_value=values[-1], x_max=int(math.ceil(x_hi)),
-                 y_min=lo, y_max=hi, width=width, height=height, left=left, right=right, top=top, bottom=bottom)
-
-
-def overlaid_curves(series: Sequence[Sequence[Mapping[str, Any]]], key: str, *, x_max: int = 0
-                    ) -> list[Curve | None]:
-    """One curve per series of progress points, all on the same axes (x to the longest schedule, y over every
-    series' values) so they can be drawn in one box and compared; None for a series without a ``key`` value."""
-    values = [float(p[key]) for points in series for p in points if _finite(p.get(key)) and _finite(p.get("step"))]
-    if not values:
-        return [None for _ in series]
-    x_hi = max([x_max, *(int(p["step"]) for points in series for p in points if _finite(p.get("step")))])
-    return [metric_curve(points, key, x_max=x_hi, y_range=(min(values), max(values))) for points in series]
+# --- curves and numbers of progress points: training_jobs.curve_selectors (pure); read here by the pages ---------
 
 
 def compared_jobs(job_ids: Sequence[str]) -> list[TrainingJob]:
@@ -483,8 +407,9 @@ def compared_jobs(job_ids: Sequence[str]) -> list[TrainingJob]:
 
 def final_numbers(job: TrainingJob) -> dict[str, Any]:
     """What a comparison lists of a job: its last loss and reward, its speed, the trainer time of the stages its
-    latest run trained (a resumed job's earlier runs are not in its result), and the model it registered last."""
-    points = job.metrics or []
+    latest run trained (a resumed job's earlier runs are not in its result), the runs its points came from (1 + the
+    resumes that logged), and the model it registered last. The points are the whole run's (:func:`run_points`)."""
+    points = run_points(job.metrics or [])
     last_points = {key: next((p for p in reversed(points) if _finite(p.get(key))), None)
                    for key in ("loss", "reward", "samples_per_s")}
     last = {key: p[key] if p else None for key, p in last_points.items()}
@@ -494,55 +419,28 @@ def final_numbers(job: TrainingJob) -> dict[str, Any]:
     wall = sum(s.get("metrics", {}).get("wall_s") or 0 for s in stages)
     return {**last, "train_loss": next((s["metrics"].get("train_loss") for s in reversed(stages)
                                         if s.get("metrics", {}).get("train_loss") is not None), None),
-            "wall": duration_text(wall) if wall else "", "model": (training_job_models(job) or [None])[-1]}
+            "wall": duration_text(wall) if wall else "", "runs": len(run_segments(job.metrics or [])),
+            "resumed_at": resumed_at(points), "model": (training_job_models(job) or [None])[-1]}
 
 
-LATEST_NUMBERS = (  # key, label, format
-    ("loss", "Loss", "{:.4f}"),
-    ("learning_rate", "Learning rate", "{:.3g}"),
-    ("grad_norm", "Gradient norm", "{:.3f}"),
-    ("tokens_per_s", "Tokens/s", "{:,.0f}"),
-    ("samples_per_s", "Samples/s", "{:.2f}"),
-)
+MODEL_CHARTS = (("loss", "Training loss"), ("reward", "Reward (combined)"))
 
 
-REWARD_CURVES = (("reward", "Reward (combined)"), ("rewards/accuracy/mean", "Accuracy"),
-                 ("rewards/effectiveness/mean", "Effectiveness"), ("rewards/tool_rationality/mean", "Tool rationality"),
-                 ("rewards/skill_selection/mean", "Skill selection"))
-
-
-def reward_curves(points: Sequence[Mapping[str, Any]], *, x_max: int = 0) -> list[dict[str, Any]]:
-    """The RL stage's reward curves (the combined reward and each of the four, as GRPO logs them), for the
-    ones that have points: ``[{"key", "title", "curve"}]``."""
-    out = []
-    for key, title in REWARD_CURVES:
-        curve = metric_curve(points, key, x_max=x_max)
-        if curve is not None:
-            out.append({"key": key, "title": title, "curve": curve,
-                        "testid": "reward-curve-" + key.split("/")[1 if "/" in key else 0]})
-    return out
-
-
-def latest_numbers(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The latest value of each headline metric (each from the last point that has it: the trainer's final
-    summary point has no loss), as ``{"key", "label", "value", "text", "step"}``; metrics never reported are
-    left out."""
-    out = []
-    for key, label, fmt in LATEST_NUMBERS:
-        point = next((p for p in reversed(points) if _finite(p.get(key))), None)
-        if point is not None:
-            out.append({"key": key, "label": label, "value": point[key], "text": fmt.format(point[key]),
-                        "step": point.get("step")})
-    return out
-
-
-def duration_text(seconds: float | None) -> str:
-    """``95`` → ``"1 min 35 s"``; ``""`` for None."""
-    if not _finite(seconds):
-        return ""
-    s = max(0, int(round(seconds)))
-    hours, rest = divmod(s, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+def model_training(model: TrainedModel, *, with_curves: bool) -> dict[str, Any]:
+    """What a model's page shows of the training that made it: its final metrics as labelled rows (with the whole
+    run's figures when the stage was resumed) and, ``with_curves`` (who may see training jobs), the stage's loss
+    and reward charts, stepped within the stage (a pipeline's points count across its stages). A base model, or
+    one whose job is gone, has only its stored metrics."""
+    job = model.job if model.job_id else None
+    points = [{**p, "step": p.get("stage_step", p.get("step"))}
+              for p in stage_points(job.metrics or [], model.kind)] if job is not None else []
+    charts = []
+    if with_curves and points:
+        run = run_points(points)
+        steps = (model.config or {}).get("max_steps")
+        for key, title in MODEL_CHARTS:
+            c = chart(key, title, [(model.name, run)], x_max=steps if isinstance(steps, int) else 0,
+                      testid=f"model-{key}")
+            if c is not None:
+                charts.append(c)
+    return {"metric_rows": model_metric_rows(model.metrics, points), "charts": charts}

@@ -192,13 +192,14 @@ def training_compare(request: HttpRequest) -> HttpResponse:
     except TrainingJob.DoesNotExist as exc:
         raise Http404(str(exc)) from None
     x_max = max(j.progress_total for j in jobs)
+    runs = [(j.name, selectors.run_points(j.metrics or [])) for j in jobs]  # each job's whole run, across resumes
     charts = []
     for key, title in (("loss", "Loss"), ("reward", "Reward (combined, RL)"), ("learning_rate", "Learning rate")):
-        curves = selectors.overlaid_curves([j.metrics or [] for j in jobs], key, x_max=x_max)
-        if any(curves):
-            charts.append({"key": key, "title": title, "series": [
-                {"job": j, "curve": c, "n": i} for i, (j, c) in enumerate(zip(jobs, curves)) if c is not None],
-                "frame": next(c for c in curves if c is not None)})
+        chart = selectors.chart(key, title, runs, x_max=x_max, testid=f"compare-{key}")
+        if chart is not None:
+            for s in chart["series"]:
+                s["job"] = jobs[s["n"]]
+            charts.append(chart)
     rows = [{"job": j, "n": i, **selectors.final_numbers(j)} for i, j in enumerate(jobs)]
     return render(request, "training_jobs/training_compare.html", {"rows": rows, "charts": charts})
 
@@ -226,14 +227,16 @@ def training_new(request: HttpRequest) -> HttpResponse:
 
 
 def _training_page(request: HttpRequest, job: TrainingJob, *, error=None, status: int = 200) -> HttpResponse:
-    points = job.metrics or []
+    points = selectors.run_points(job.metrics or [])  # the whole run, across resumes
     latest_eta = next((p["eta_s"] for p in reversed(points) if "eta_s" in p), None)
     context = {
         "job": job, "error": error, "poll_s": TRAINING_POLL_S,
         "models": selectors.training_job_models(job),
-        "loss_curve": selectors.metric_curve(points, "loss", x_max=job.progress_total),
-        "lr_curve": selectors.metric_curve(points, "learning_rate", x_max=job.progress_total),
-        "reward_curves": selectors.reward_curves(points, x_max=job.progress_total),
+        "loss_chart": selectors.chart("loss", "Loss", [(job.name, points)], x_max=job.progress_total,
+                                      testid="loss-curve"),
+        "lr_chart": selectors.chart("learning_rate", "Learning rate", [(job.name, points)],
+                                    x_max=job.progress_total, testid="lr-curve"),
+        "reward_curves": selectors.reward_curves(points, x_max=job.progress_total, name=job.name),
         "numbers": selectors.latest_numbers(points),
         "eta": selectors.duration_text(latest_eta) if job.status == TrainingJob.Status.RUNNING else "",
         "config_json": json.dumps(job.config, indent=2),
@@ -297,6 +300,7 @@ def _model_page(request: HttpRequest, model: TrainedModel, *, error: Exception |
         "recipe_json": json.dumps(model.recipe, indent=2) if model.recipe else "",
         "can_serve": request.user.has_perm(roles.RUN_TRAINING), "error": error,
         "eval_scores": eval_run_selectors.model_latest_scores(model),
+        "training": selectors.model_training(model, with_curves=request.user.has_perm(roles.VIEW_TRAINING)),
         "can_evaluate": request.user.has_perm(roles.RUN_EVAL),
         "can_stop": (model.endpoint_id is not None and request.user.has_perm(roles.RUN_TRAINING)
                      and services.may_manage(request.user, selectors.model_served_by(model), model.created_by)),
