@@ -86,3 +86,40 @@ def test_tag_annotate_and_find_a_dataset(page, login, shot, ml_staff, datasets):
     shot("list")
     page.go_back()
     expect(rows).to_have_count(2)
+
+
+def test_filter_training_jobs_and_models_in_place(page, login, shot, ml_staff, ml_staff2):
+    from training_jobs.models import TrainedModel, TrainingJob
+
+    base = TrainedModel.objects.create(name="base-tiny", kind="base", path="/tmp/base-tiny")
+    sft = TrainedModel.objects.create(name="sft-skin", kind="sft", path="/tmp/sft-skin", parent=base,
+                                      created_by=ml_staff)
+    TrainedModel.objects.create(name="rl-skin", kind="rl", path="/tmp/rl-skin", parent=sft, created_by=ml_staff2)
+    ObjectTag.objects.create(subject="model", object_id=sft.pk, slug="candidate")
+    for name, kind, by in (("sft-a", "sft", ml_staff), ("rl-b", "rl", ml_staff2), ("sft-c", "sft", ml_staff2)):
+        TrainingJob.objects.create(name=name, kind=kind, config={}, base_model=base, created_by=by, status="succeeded")
+    login(ml_staff)
+
+    page.goto("/training/")
+    page.evaluate("window.__samePage = true")
+    rows = page.locator("[data-testid=job-row]")
+    expect(rows).to_have_count(3)
+    page.select_option("#id_kind", "sft")
+    expect(rows).to_have_count(2)
+    page.select_option("#id_by", "ml_judy")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("sft-c")
+    expect(page).to_have_url(re.compile(r"/training/\?kind=sft&by=ml_judy$"))
+    assert page.evaluate("window.__samePage") is True
+    shot("training")
+
+    page.goto("/models/")
+    rows = page.locator("[data-testid=model-row]")
+    expect(rows).to_have_count(3)
+    page.fill("#id_tag", "candidate")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("base-tiny")  # its lineage
+    expect(page).to_have_url(re.compile(r"/models/\?tag=candidate$"))
+    page.go_back()  # htmx restores the unfiltered table
+    expect(rows).to_have_count(3)
+    shot("models")
