@@ -20,6 +20,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
@@ -27,10 +28,11 @@ from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from harness_editor.schemas import manifest_to_yaml
 from harness_editor.views import diff_context
-from training_jobs import eval_run_selectors, selectors, services
+from training_jobs import eval_run_selectors, list_filters, selectors, services
 from training_jobs.forms import RecipeForm, TrainingJobForm
 from training_jobs.models import Dataset, TrainedModel, TrainingJob
 from training_jobs.schemas import is_uuid
+from training_jobs.tag_models import Subject
 
 SAMPLES_PER_PAGE = 25
 POLL_S = 1
@@ -47,14 +49,23 @@ def _dataset_or_404(dataset_id) -> Dataset:
     return _or_404(selectors.dataset_get, Dataset.DoesNotExist, "dataset", dataset_id=dataset_id)
 
 
+def _list_page(request: HttpRequest, template: str, partial: str, context: dict, status: int) -> HttpResponse:
+    """A list page, or (htmx: polling, filters, page links) its table alone; both under the same URL, hence Vary.
+    A history restore (the back button with htmx's cache empty) wants the whole page."""
+    fragment = request.htmx and not request.htmx.history_restore_request
+    response = render(request, f"{template}#{partial}" if fragment else template, context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
 @role_required(roles.VIEW_DATASETS)
 @require_GET
 def dataset_list(request: HttpRequest) -> HttpResponse:
-    datasets = list(selectors.dataset_list()[:100])
-    context = {"datasets": datasets, "active": any(d.is_active for d in datasets), "poll_s": POLL_S * 2,
-               "can_build": request.user.has_perm(roles.BUILD_DATASET)}
-    template = "training_jobs/dataset_list.html#datasets" if request.htmx else "training_jobs/dataset_list.html"
-    return render(request, template, context)
+    found = list_filters.listing(request, Subject.DATASET, selectors.dataset_list(), kinds=Dataset.Kind.choices,
+                                 statuses=Dataset.Status.choices)
+    context = {"datasets": found.objects, "active": any(d.is_active for d in found.objects), "poll_s": POLL_S * 2,
+               "can_build": request.user.has_perm(roles.BUILD_DATASET), **found.context}
+    return _list_page(request, "training_jobs/dataset_list.html", "datasets", context, found.status)
 
 
 @role_required(roles.BUILD_DATASET)
@@ -167,11 +178,12 @@ def _job_or_404(job_id) -> TrainingJob:
 @role_required(roles.VIEW_TRAINING)
 @require_GET
 def training_list(request: HttpRequest) -> HttpResponse:
-    jobs = list(selectors.training_job_list()[:100])
-    context = {"jobs": jobs, "active": any(j.is_active for j in jobs), "poll_s": TRAINING_POLL_S,
-               "can_run": request.user.has_perm(roles.RUN_TRAINING)}
-    template = "training_jobs/training_list.html#jobs" if request.htmx else "training_jobs/training_list.html"
-    return render(request, template, context)
+    found = list_filters.listing(request, Subject.TRAINING_JOB, selectors.training_job_list(),
+                                 kinds=TrainingJob.Kind.choices, statuses=TrainingJob.Status.choices,
+                                 kind_label="Stage")
+    context = {"jobs": found.objects, "active": any(j.is_active for j in found.objects), "poll_s": TRAINING_POLL_S,
+               "can_run": request.user.has_perm(roles.RUN_TRAINING), **found.context}
+    return _list_page(request, "training_jobs/training_list.html", "jobs", context, found.status)
 
 
 COMPARE_MAX = 6
@@ -282,10 +294,12 @@ def training_resume(request: HttpRequest, job_id) -> HttpResponse:
 @role_required(roles.VIEW_MODELS)
 @require_GET
 def model_list(request: HttpRequest) -> HttpResponse:
-    models = list(selectors.model_list()[:200])
-    lineages = selectors.model_lineages(models)
-    rows = [{"model": m, "lineage": lineages[m.pk]} for m in models]
-    return render(request, "training_jobs/model_list.html", {"rows": rows})
+    found = list_filters.listing(request, Subject.MODEL, selectors.model_list(), kinds=TrainedModel.Kind.choices,
+                                 statuses=None, kind_label="Kind (stage)")
+    lineages = selectors.model_lineages(found.objects)
+    rows = [{"model": m, "lineage": lineages[m.pk]} for m in found.objects]
+    return _list_page(request, "training_jobs/model_list.html", "models", {"rows": rows, **found.context},
+                      found.status)
 
 
 def _model_or_404(model_id) -> TrainedModel:
