@@ -64,7 +64,8 @@ class SessionReplayForm(forms.Form):
                   + "".join(f" · {name}" for name in sorted(labels.get(v.pk, []))))
             for ref, v in self.harness_versions.items()]
         self.endpoints = {e.name: e for e in ModelEndpoint.objects.order_by("-is_default", "name")}
-        self.fields["endpoint"].choices = [(name, f"{name} · {e.model}{' · default' if e.is_default else ''}")
+        # endpoint names only: an endpoint's model is often a directory's absolute path
+        self.fields["endpoint"].choices = [(name, f"{name}{' · default' if e.is_default else ''}")
                                            for name, e in self.endpoints.items()]
         if not self.is_bound:
             self.initial.update(self._defaults(session, versions))

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.errors import DomainError, ValidationFailed
 from console.views import role_required
-from harness_editor.models import HarnessVersion
+from harness_editor.models import HarnessVersion, Label
 from streams import selectors, services
 from streams.model_fit import model_fit
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
@@ -40,6 +40,18 @@ def _version_label(v: HarnessVersion) -> str:
     return f"{v.harness.slug} v{v.number} ({v.get_status_display().lower()})"
 
 
+def _endpoint_label(e: ModelEndpoint) -> str:
+    # the endpoint's name: its model is often a directory's absolute path, which says nothing to the people picking
+    return e.name
+
+
+def _production_version() -> HarnessVersion | None:
+    """The version ``production`` points at (the most recently moved, when several harnesses have one)."""
+    label = (Label.objects.filter(name="production").select_related("version__harness").order_by("-moved_at")
+             .first())
+    return label.version if label else None
+
+
 class PreviewOpenForm(forms.Form):
     version = forms.ModelChoiceField(queryset=_versions(), label="Harness version")
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.defer("yaml_text"), required=False,
@@ -52,6 +64,12 @@ class PreviewOpenForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].label_from_instance = _version_label
+        self.fields["endpoint"].label_from_instance = _endpoint_label
+        production = _production_version()
+        if production is not None:
+            # what is served is what people most often try first; ?version= (a version page's link) still wins
+            self.fields["version"].initial = production.pk
+            self.fields["version"].help_text = f"production is {_version_label(production)}"
 
 
 class RunStartForm(PreviewOpenForm):
@@ -72,6 +90,21 @@ class RunFilterForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].label_from_instance = _version_label
+
+
+class TranscriptFilterForm(forms.Form):
+    """Which turns a transcript shows: all, those that fell back, those where a hook failed (before retries)."""
+
+    SHOW = {"": "All turns", "fallbacks": "Fallbacks only", "hook-failures": "Hook failures only"}
+    show = forms.ChoiceField(choices=list(SHOW.items()), required=False)
+
+    def keep(self, turn: dict) -> bool:
+        show = self.cleaned_data.get("show") or ""
+        if show == "fallbacks":
+            return bool(turn["reply"] and turn["reply"].get("fallback"))
+        if show == "hook-failures":
+            return bool(turn["hook_failures"])
+        return True
 
 
 class PlayForm(forms.Form):
@@ -103,7 +136,7 @@ def preview_list(request: HttpRequest) -> HttpResponse:
     initial = {}
     if request.GET.get("version"):
         initial["version"] = request.GET["version"]
-    form = PreviewOpenForm(request.POST or None, initial=initial)
+    form = PreviewOpenForm(request.POST or None, initial=initial)  # else the version production points at
     error = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -234,17 +267,27 @@ def preview_member_remove(request: HttpRequest, room_id) -> HttpResponse:
 @require_GET
 def preview_transcript(request: HttpRequest, room_id) -> HttpResponse:
     room = _room_or_404(request, room_id)
-    page = Paginator(selectors.preview_transcript(room_id=room.pk), TURNS_PER_PAGE).get_page(request.GET.get("page"))
+    shown = TranscriptFilterForm(request.GET)
+    valid = shown.is_valid()  # an unknown ?show= is a 400 that says so, with every turn
+    turns = selectors.preview_transcript(room_id=room.pk)
+    counts = {"all": len(turns), "fallbacks": sum(1 for t in turns if t["reply"] and t["reply"].get("fallback")),
+              "hook_failures": sum(1 for t in turns if t["hook_failures"])}
+    if valid:
+        turns = [t for t in turns if shown.keep(t)]
+    page = Paginator(turns, TURNS_PER_PAGE).get_page(request.GET.get("page"))
     run = room.job if room.is_run else None
     live = run is not None and run.is_active
+    show = shown.cleaned_data.get("show", "") if valid else ""
     return render(request, "streams/preview_transcript.html", {
         "room": room, "run": run, "turns": page.object_list, "page": page,
+        "show": show, "show_query": f"show={show}&" if show else "", "counts": counts,
+        "filter_error": "" if valid else "unknown filter: show all turns, fallbacks or hook-failures",
         "room_events": [e for e in selectors.preview_event_list(room_id=room.pk) if not e["turn_id"]],
         # a finished run shows what it stored; a running one is counted now (and the page refreshes)
         "summary": selectors.scenario_run_summary(room_id=room.pk) if live else ((run.summary or None) if run
                                                                                   else None),
         "refresh": live, "can_cancel": live and room.created_by_id == request.user.pk,
-    })
+    }, status=200 if valid else 400)
 
 
 @role_required(roles.USE_PREVIEW)

@@ -12,6 +12,7 @@
   const feed = document.getElementById("feed"), conn = root.querySelector("[data-testid=conn-status]");
   const { el, badge } = window.hatTurns;
   const turns = window.hatTurns.create(feed, { showReceived: true }); // live turns carry the engine's comment copy
+  window.hatTurns.feedBox(feed); // its own scroll box: filters, follows the latest turn
   let lastSeq = +root.dataset.after || 0, socket = null, retry = 0, closedForGood = false;
 
   // --- panels drawn by the server, redrawn when events say they changed -----------------------------------------

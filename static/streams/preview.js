@@ -12,6 +12,7 @@
   let lastSeq = 0, socket = null, retry = 0, closedForGood = false;
 
   const { el } = window.hatTurns;  // turns.js: one turn's events drawn as a card (the live page draws them too)
+  window.hatTurns.feedBox(feed); // its own scroll box: filters, follows the latest turn
   const turns = window.hatTurns.create(feed, {
     onReply: (card, ev) => root.dataset.saveCase  // "save as eval case": the page that turns this turn into a case
       ? [el("a", { class: "button small", "data-testid": "save-as-case", text: "Save as eval case",

@@ -121,7 +121,7 @@ def test_preview_streams_tokens_and_shows_tool_calls(asgi_page, asgi_server, har
         _login(page, manager, asgi_server)
         page.get_by_role("link", name="Preview", exact=True).click()
         expect(page.get_by_role("heading", name="Preview room", exact=True)).to_be_visible()
-        room_id = _open_preview(page, "glow-gadget v3 (draft)", "scripted (scripted)")
+        room_id = _open_preview(page, "glow-gadget v3 (draft)", "scripted")
         expect(page.get_by_test_id("room-log")).to_contain_text("opened by cm_alice: glow-gadget v3")
 
         page.fill("#comment-text", "how much is #101?")
@@ -191,7 +191,7 @@ def test_preview_with_the_local_model(request, asgi_page, asgi_server, manager, 
     tiny_version(manager, demo_manifest)
     page = asgi_page
     _login(page, manager, asgi_server)
-    _open_preview(page, "tiny-room v1 (draft)", str(endpoint))
+    _open_preview(page, "tiny-room v1 (draft)", endpoint.name)
     page.fill("#comment-text", QUESTION)
     page.click("#comment-send")
     turn = page.get_by_test_id("turn").first

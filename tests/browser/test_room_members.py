@@ -34,7 +34,7 @@ def test_owner_invites_member_comments_as_themselves_then_is_removed(browser, as
                                      timeout_s=10, connect_timeout_s=1)
         alice, alice_csp = _page(browser, asgi_server)
         _login(alice, manager, asgi_server)
-        room_id = _open_preview(alice, "glow-gadget v1 (approved)", "scripted (scripted)")
+        room_id = _open_preview(alice, "glow-gadget v1 (approved)", "scripted")
         alice.fill("#id_username", "op_nobody")
         alice.get_by_role("button", name="Invite", exact=True).click()
         expect(alice.get_by_test_id("invite-error")).to_contain_text("no console user is called 'op_nobody'")

@@ -38,7 +38,7 @@ def test_play_advances_the_clock_and_turns_arrive(asgi_page, asgi_server, harnes
         page.goto("/preview/")
         page.select_option("#id_version", label="glow-gadget v1 (approved)")
         page.select_option("#id_scenario", label="Quick check")
-        page.select_option("#id_endpoint", label="scripted (scripted)")
+        page.select_option("#id_endpoint", label="scripted")
         page.click("text=Open the preview")
         page.wait_for_url("**/preview/*/")
         expect(page.get_by_test_id("conn-status")).to_have_text("live")

@@ -157,7 +157,7 @@ def test_cancel_resume_serve_and_preview(page, asgi_server, shot, ml_staff, mana
     page.goto("/preview/")
     expect(page.locator("#id_endpoint option", has_text=endpoint_name)).to_have_count(1)
     page.select_option("#id_version", label="tiny-room v1 (draft)")
-    page.select_option("#id_endpoint", label=str(endpoint))
+    page.select_option("#id_endpoint", label=endpoint.name)
     page.click("text=Open the preview")
     page.wait_for_url("**/preview/*/")
     expect(page.get_by_test_id("conn-status")).to_have_text("live")
