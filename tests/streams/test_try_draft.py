@@ -202,6 +202,7 @@ def test_preview_room_page_says_it_too(client, manager, harness_with_history, ti
     glow = services.preview_open(user=manager, version=harness_with_history["v1"])
     body = client.get(reverse("streams:preview_room", args=[glow.pk])).content.decode()
     assert 'data-testid="model-fit"' in body and "was not trained on glow-gadget" in body
+    assert "(here: tiny-room v1)" in body  # the manifest it saw, as a harness of this console
     tiny = services.preview_open(user=manager, version=tiny_room)
     assert 'data-testid="model-fit"' not in client.get(reverse("streams:preview_room", args=[tiny.pk])).content.decode()
 
