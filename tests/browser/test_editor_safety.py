@@ -79,7 +79,7 @@ def test_leaving_with_unsaved_edits_asks_first_and_the_copy_is_restored_and_save
     assert NEW_DESCRIPTION not in HarnessVersion.objects.get(pk=v3.pk).manifest_json
     shot("03-restored", full_page=False)
 
-    page.get_by_role("button", name="Save").first.click()
+    page.get_by_role("button", name="Save", exact=True).first.click()
     expect(page.locator(".messages")).to_contain_text("Saved v3")
     assert HarnessVersion.objects.get(pk=v3.pk).manifest.skills[0].description == NEW_DESCRIPTION
     assert _copies(page) == []
@@ -126,6 +126,39 @@ def test_closing_the_tab_asks_keeps_a_copy_and_discard_drops_it(page, login, har
     expect(again.get_by_role("heading", name="Edit glow-gadget v3")).to_be_visible()
     expect(again.get_by_test_id("draft-restore")).to_be_hidden()
     assert HarnessVersion.objects.get(pk=v3.pk).lock_version == v3.lock_version  # nothing was ever saved
+
+
+def test_another_tabs_copy_is_offered_and_survives_saving_this_tab(page, login, harness_with_history, manager):
+    v3 = harness_with_history["v3"]
+    login(manager)
+    page.goto(EDIT + "?tab=constraints")
+    field = page.locator("#id_reply_max_chars")
+    field.click()
+    field.fill("150")
+    _wait_for_copy(page)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("nav.tabs").get_by_role("link", name="Skills", exact=True).click()
+    page.wait_for_url(re.compile(r"tab=skills$"))
+    banner = page.get_by_test_id("draft-restore")
+    expect(banner).to_contain_text("the Constraints tab")
+
+    # Saving the skills tab keeps the constraints copy: it moves to the new saved revision's key.
+    page.locator("#skills-0-description").fill(NEW_DESCRIPTION)
+    page.get_by_role("button", name="Save", exact=True).first.click()
+    expect(page.locator(".messages")).to_contain_text("Saved v3")
+    saved = HarnessVersion.objects.get(pk=v3.pk)
+    assert _copies(page) == [f"hat-editor-draft:{SLUG}:v3:{saved.content_hash}"]
+    expect(banner).to_contain_text("the Constraints tab")
+
+    banner.get_by_role("button", name=re.compile("^Restore unsaved edits from")).click()
+    expect(page.locator("#id_reply_max_chars")).to_have_value("150")
+    expect(page.get_by_test_id("system-text").locator(".pl.changed")).to_contain_text("to 150 characters")
+    page.get_by_role("button", name="Save", exact=True).first.click()
+    expect(page.locator(".messages")).to_contain_text("Saved v3")
+    saved = HarnessVersion.objects.get(pk=v3.pk)
+    assert saved.manifest.constraints.reply_max_chars == 150
+    assert saved.manifest.skills[0].description == NEW_DESCRIPTION
+    assert _copies(page) == []
 
 
 def test_preview_marks_changed_lines_and_scrolls_to_the_first(page, login, shot, harness_with_history, manager):
@@ -198,7 +231,7 @@ def test_raw_yaml_editor_numbers_lines_highlights_and_jumps_to_errors(page, logi
                   " cm.setCursor({line: n, ch: cm.getLine(n).length}); }", note_line)
     page.keyboard.type(" Edited")
     expect(page.locator("#id_yaml")).to_have_value(re.compile(r"name: [^\n]* Edited\n"))
-    page.get_by_role("button", name="Save").first.click()
+    page.get_by_role("button", name="Save", exact=True).first.click()
     expect(page.locator(".messages")).to_contain_text("Saved v3")
     assert HarnessVersion.objects.get(pk=v3.pk).manifest.name.endswith(" Edited")
     assert _copies(page) == []
@@ -224,7 +257,7 @@ def test_the_editor_works_without_javascript(browser, live_server, harness_with_
         expect(textarea).to_be_visible()
         text = textarea.input_value()
         textarea.fill(re.sub(r"^name: (.*)$", r"name: \1 (no JS)", text, count=1, flags=re.M))
-        page.get_by_role("button", name="Save").first.click()
+        page.get_by_role("button", name="Save", exact=True).first.click()
         expect(page.locator(".messages")).to_contain_text("Saved v3")
         assert HarnessVersion.objects.get(pk=v3.pk).manifest.name.endswith("(no JS)")
     finally:
