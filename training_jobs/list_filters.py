@@ -128,6 +128,9 @@ def narrow(request: HttpRequest, subject: str, qs: QuerySet, *, kinds: list | No
     ``qs``: pass the unfiltered list when ``qs`` is narrowed already)."""
     form = ListFilterForm(request.GET, statuses=statuses, kinds=kinds, kind_label=kind_label,
                           people=people(qs if everyone is None else everyone))
+    form.known_tags = tag_selectors.known_tags(subject)
+    if form.known_tags:
+        form.fields["tag"].widget.attrs["list"] = "known-tags"
     if form.is_valid():
         return form, filter_queryset(qs, subject, form.cleaned_data), 200
     return form, qs.none(), 400

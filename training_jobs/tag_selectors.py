@@ -78,6 +78,12 @@ def tags_and_notes(subject: str, objects: Sequence[Any]) -> None:
         o.note_text = notes.get(o.pk, "")
 
 
+def known_tags(subject: str, limit: int = 200) -> list[str]:
+    """The tags in use on things of ``subject`` (offered as you type a tag)."""
+    return list(ObjectTag.objects.filter(subject=subject).order_by("slug").values_list("slug", flat=True)
+                .distinct()[:limit])
+
+
 def tagged_ids(subject: str, slug: str) -> QuerySet:
     """The ids of the things of ``subject`` carrying tag ``slug`` (a sub-select)."""
     return ObjectTag.objects.filter(subject=subject, slug=slug).values("object_id")

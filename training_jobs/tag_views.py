@@ -32,6 +32,7 @@ def panel_context(user, obj, **extra: Any) -> dict[str, Any]:
         "subject": kind, "obj": obj, "tags": tag_selectors.object_tags(kind.subject, obj.pk),
         "note": note if note and note.text else None, "note_revision": note.revision if note else 0,
         "can_edit": user.has_perm(kind.edit_perm),
+        "known_tags": tag_selectors.known_tags(kind.subject) if user.has_perm(kind.edit_perm) else [],
         "list_url": reverse(f"{kind.namespace}:list"),
         "tags_url": reverse(f"{kind.namespace}:tags", args=[obj.pk]),
         "untag_url": reverse(f"{kind.namespace}:untag", args=[obj.pk]),

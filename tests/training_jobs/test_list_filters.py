@@ -91,6 +91,9 @@ def test_rows_show_their_tags_as_filter_links_and_their_note(client, ml_staff, d
     html = client.get("/datasets/").content.decode()
     assert 'href="/datasets/?tag=baseline"' in html and 'href="/datasets/?tag=electronics"' in html
     assert 'data-testid="row-note"' in html and "Judge rejected half the rows" in html
+    # the tag box offers the tags in use
+    assert 'list="known-tags"' in html
+    assert '<datalist id="known-tags"><option value="baseline"><option value="electronics"><option value="q4">' in html
 
 
 @pytest.mark.parametrize(("query", "message"), [

@@ -134,6 +134,11 @@ def test_htmx_answers_with_the_panel_alone(client, ml_staff, dataset):
     assert response.status_code == 200 and 'data-testid="no-tags"' in response.content.decode()
     response = client.post(url + "note/", {"note": "first", "revision": "0"}, **HX)
     assert response.status_code == 200 and 'data-testid="note-saved"' in response.content.decode()
+    # the tag box offers the tags in use on datasets (only to those who may add them)
+    client.post(url + "tags/", {"tags": "in-use"})
+    other = Dataset.objects.create(name="other", created_by=ml_staff)
+    assert '<datalist id="known-tags"><option value="in-use">' in client.get(f"/datasets/{other.pk}/").content.decode()
+    client.post(url + "tags/remove/", {"tag": "in-use"})
     assert _tags(dataset) == [] and ObjectNote.objects.get(object_id=dataset.pk).text == "first"
 
 
