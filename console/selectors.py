@@ -58,9 +58,10 @@ def _day_start(day: dt.date) -> dt.datetime:
     return timezone.make_aware(dt.datetime.combine(day, dt.time.min))
 
 
-def audit_actions() -> list[str]:
-    """The actions that occur on the timeline (the action filter's choices)."""
-    return list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct())
+def audit_actions(*, scope: str = "") -> list[str]:
+    """The actions that occur on the timeline, within ``scope`` when one is chosen (the action filter's choices)."""
+    qs = AuditEvent.objects.filter(scope=scope) if scope else AuditEvent.objects.all()
+    return list(qs.order_by("action").values_list("action", flat=True).distinct())
 
 
 def audit_rows_batched(qs: QuerySet[AuditEvent], batch: int = 1000) -> Iterator[list[AuditEvent]]:

@@ -87,7 +87,7 @@ def timeline(request: HttpRequest) -> HttpResponse:
         "query": urlencode(filters.as_query()),
         "filter_error": "" if valid else form.error_text(),
         "scopes": [(f"harness:{h.slug}", h.name) for h in selectors.harness_list()] + _deployment_scopes(),
-        "actions": audit_selectors.audit_actions(),
+        "actions": sorted({*audit_selectors.audit_actions(scope=filters.scope), *filter(None, [filters.action])}),
         "usernames": list(get_user_model().objects.order_by("username").values_list("username", flat=True)),
     }
     template = "console/timeline.html#events" if request.htmx else "console/timeline.html"

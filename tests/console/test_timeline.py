@@ -110,6 +110,9 @@ def test_filter_by_days(client, history, manager):
     # the filter names the choices it offers
     page = client.get(reverse("timeline"), {"action": "label.moved"}).content.decode()
     assert '<option value="label.moved" selected>' in page and '<option value="cr_carol">' in page
+    # the action choices are those of the chosen object
+    scoped = client.get(reverse("timeline"), {"scope": "harness:other-room"}).content.decode()
+    assert '<option value="version.created">' in scoped and 'value="label.moved"' not in scoped
 
 
 @pytest.mark.parametrize("params,message", [
