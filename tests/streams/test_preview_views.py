@@ -71,7 +71,7 @@ def test_list_seeds_the_default_endpoint(as_user, manager, settings):
     body = as_user(manager).get(reverse("streams:preview_list")).content.decode()
     ep = ModelEndpoint.objects.get()  # the picker is never empty
     assert (ep.name, ep.is_default, ep.base_url) == ("local", True, "http://127.0.0.1:8123/v1")
-    assert "local (demo-tiny)" in body
+    assert ">local</option>" in body  # picked by its name (the model may be a directory's path)
 
 
 def test_transcript_shows_stored_turns(as_user, manager, harness_with_history, scripted_model, scripted_endpoint,
