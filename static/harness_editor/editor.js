@@ -153,6 +153,20 @@
     writeStore(pending.key, {});
   }
 
+  // Copies left under an older saved revision of this draft (it was saved from elsewhere) can no longer be
+  // offered: they go after a month, like any copy nobody came back for.
+  function pruneOldCopies() {
+    if (!local) return;
+    var cutoff = Date.now() - 30 * 24 * 3600 * 1000;
+    for (var i = local.length - 1; i >= 0; i--) {
+      var key = local.key(i);
+      if (!key || key.indexOf("hat-editor-draft:") !== 0 || key === KEY) continue;
+      var store = readStore(key);
+      var fresh = Object.keys(store).some(function (c) { return store[c] && store[c].savedAt > cutoff; });
+      if (!fresh) writeStore(key, {});
+    }
+  }
+
   // --- the banner: restore or discard a local copy --------------------------------------------------------
 
   var banner = document.getElementById("draft-restore");
@@ -280,6 +294,7 @@
   document.body.addEventListener("htmx:afterSettle", showFirstChange); // the live panel was replaced
 
   clearAfterSave();
+  pruneOldCopies();
   if (initiallyUnsaved) saveDraft();
   offer();
   showFirstChange();

@@ -127,6 +127,17 @@ def test_closing_the_tab_asks_keeps_a_copy_and_discard_drops_it(page, login, har
     expect(again.get_by_test_id("draft-restore")).to_be_hidden()
     assert HarnessVersion.objects.get(pk=v3.pk).lock_version == v3.lock_version  # nothing was ever saved
 
+    # Copies under another saved revision are never offered; a month-old one is dropped, a recent one kept.
+    again.evaluate("""() => {
+        const entry = t => JSON.stringify({skills: {component: 'skills', savedAt: t, fields: [['component', 'skills']]}});
+        localStorage.setItem('hat-editor-draft:glow-gadget:v3:0ld', entry(1));
+        localStorage.setItem('hat-editor-draft:glow-gadget:v3:recent', entry(Date.now()));
+    }""")
+    again.reload()
+    expect(again.get_by_role("heading", name="Edit glow-gadget v3")).to_be_visible()
+    expect(again.get_by_test_id("draft-restore")).to_be_hidden()
+    assert _copies(again) == ["hat-editor-draft:glow-gadget:v3:recent"]
+
 
 def test_another_tabs_copy_is_offered_and_survives_saving_this_tab(page, login, harness_with_history, manager):
     v3 = harness_with_history["v3"]
