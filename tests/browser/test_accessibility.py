@@ -70,14 +70,15 @@ def _links(page, selector: str) -> list[str]:
 @pytest.fixture
 def demo(transactional_db):
     """The demo seed, and what it does not make so that the detail pages of jobs and sessions have something to show:
-    a running and a finished training job, a dataset build, a finished evaluation run with results, a live session
-    on air and an ended one (rows as their services leave them; nothing is run)."""
+    a running and a failed training job, a dataset build, a finished evaluation run with results, a live session
+    on air and an ended one, a draft and a preview room (rows as their services leave them; nothing is run)."""
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from harness_editor import services as harness_services
     from harness_editor.models import HarnessVersion
     from streams.models import Deployment, LiveRoom, LiveSession
+    from streams.services.preview import preview_open
     from training_jobs import eval_run_services
     from training_jobs.eval_models import EvalSetVersion
     from training_jobs.eval_run_models import EvalResult, EvalRun
@@ -90,6 +91,7 @@ def demo(transactional_db):
                                                   manifest=v3.manifest, parent=v3, change_note="a draft to edit")
     EXTRA_PAGES["alice"] = [f"/harnesses/glow-gadget/v{draft.number}/edit/"]
     EXTRA_PAGES["carol"] = ["/harnesses/glow-gadget/diff/?a=2&b=3"]
+    preview_open(user=users["alice"], version=HarnessVersion.objects.get(harness__slug="tiny-room", number=1))
     base = TrainedModel.objects.filter(kind="base").first()
     config = {"max_steps": 6, "per_device_batch_size": 2, "learning_rate": 5e-3, "save_steps": 3, "max_length": 1024}
     TrainingJob.objects.create(name="erin-sft", kind="sft", status="running", config=config, base_model=base,
