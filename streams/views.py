@@ -295,7 +295,7 @@ def preview_transcript(request: HttpRequest, room_id) -> HttpResponse:
 def run_list(request: HttpRequest) -> HttpResponse:
     """Scenario runs (filter by scenario and harness version) and the form that starts one."""
     _ensure_endpoint()
-    filters = RunFilterForm(request.GET or None)
+    filters = RunFilterForm(request.GET or None, auto_id="filter_%s")  # its own ids: the start form has the same fields
     scenario_id = version_id = None
     if filters.is_valid():
         scenario_id = getattr(filters.cleaned_data["scenario"], "pk", None)
