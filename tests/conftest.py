@@ -13,6 +13,11 @@ DEMO_DIR = Path(__file__).resolve().parent.parent / "harness_editor" / "demo"
 PASSWORD = "correct-horse-battery"
 
 
+def main_part(html: str) -> str:
+    """The page's own content (inside <main>): without the header, whose notification bell polls on every page."""
+    return html.split("<main", 1)[1].split("</main>", 1)[0] if "<main" in html else html
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2 costs ~0.3 s per user on this machine; tests need correctness, not slowness."""

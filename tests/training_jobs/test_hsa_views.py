@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from tests.conftest import main_part
 from training_jobs import services
 from training_jobs.models import Dataset
 from training_jobs.schemas import Sources
@@ -195,12 +196,12 @@ def test_job_page_polls_while_running(client, ml_staff, running):
 
 def test_finished_job_shows_statistics_and_stops_polling(client, manager, done):
     client.force_login(manager)
-    page = client.get(f"/datasets/{done.pk}/").content.decode()
+    page = main_part(client.get(f"/datasets/{done.pk}/").content.decode())
     assert "hx-trigger" not in page and 'data-testid="cancel"' not in page  # a manager cannot cancel anyway
     assert 'data-testid="operator-stats"' in page
     for name in ("rename_tools", "rename_skills", "change_prompt_layout"):
         assert f"<code>{name}</code>" in page
-    assert "hx-trigger" not in client.get("/datasets/").content.decode()
+    assert "hx-trigger" not in main_part(client.get("/datasets/").content.decode())
 
 
 def test_failed_job_shows_its_cause(client, ml_staff):
