@@ -92,6 +92,22 @@ class ConsoleSettings(BaseSettings):
     # every viewer of every session sees. Frozen at start-up, that heap is left out of collections (bench/live_bench.py).
     gc_freeze: bool = Field(default=True, description="freeze the start-up heap out of Python's cyclic garbage "
                             "collector in the web process and the interactive worker")
+    # E-mail (notifications): Django's mail backend; the default prints each message on the web process's output, so
+    # nothing leaves the machine until a real backend is set. Mail leaves after the change commits; a mail server
+    # that is down is logged, never an error of the change (console.notifications).
+    email_backend: str = Field(default="django.core.mail.backends.console.EmailBackend",
+                               pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$", description="Django EMAIL_BACKEND, e.g. "
+                               "django.core.mail.backends.smtp.EmailBackend")
+    default_from_email: str = Field(default="hat-console <hat-console@localhost>", min_length=3,
+                                    description="the sender of notification mail")
+    email_host: str = Field(default="localhost", description="SMTP host (smtp backend)")
+    email_port: int = Field(default=25, ge=1, le=65535, description="SMTP port")
+    email_host_user: str = Field(default="", description="SMTP user")
+    email_host_password: str = Field(default="", description="SMTP password")
+    email_use_tls: bool = Field(default=False, description="STARTTLS to the SMTP server")
+    email_timeout: int = Field(default=10, ge=1, le=120, description="seconds a slow mail server may hold a request")
+    console_url: str = Field(default="http://localhost:8000", pattern=r"^https?://[^\s/]+",
+                             description="the console's address, for the links in notification mail")
     broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "
                                     "Celery (broker, results): an operation on a dead connection fails after this")
 

@@ -234,31 +234,13 @@ HAT_HOME_SECTIONS = ["streams.home_sections.live_sessions", "training_jobs.home_
 # confirmation pages; named here so the registry imports nothing from the runtime. '' = not reported.
 HAT_LABEL_IMPACT = "streams.label_impact.label_impact"
 
-# E-mail (notifications, console.services): Django's mail backend, chosen by HAT_EMAIL_BACKEND; the default prints
-# each message on the web process's output, so nothing leaves the machine until a real backend is set, e.g.
-# HAT_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend with HAT_EMAIL_HOST, HAT_EMAIL_PORT,
-# HAT_EMAIL_HOST_USER, HAT_EMAIL_HOST_PASSWORD, HAT_EMAIL_USE_TLS. Mail leaves after the change commits; a mail
-# server that is down is logged, never an error of the change. HAT_CONSOLE_URL: the address links in mail point to.
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise SystemExit(f"hat-console: {name} must be a whole number, not {raw!r}") from None
-
-
-EMAIL_BACKEND = os.environ.get("HAT_EMAIL_BACKEND", "").strip() or "django.core.mail.backends.console.EmailBackend"
-DEFAULT_FROM_EMAIL = os.environ.get("HAT_DEFAULT_FROM_EMAIL", "").strip() or "hat-console <hat-console@localhost>"
-SERVER_EMAIL = DEFAULT_FROM_EMAIL
-EMAIL_HOST = os.environ.get("HAT_EMAIL_HOST", "").strip() or "localhost"
-EMAIL_PORT = _env_int("HAT_EMAIL_PORT", 25)
-EMAIL_HOST_USER = os.environ.get("HAT_EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("HAT_EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = os.environ.get("HAT_EMAIL_USE_TLS", "").strip().lower() in {"1", "true", "yes", "on"}
-EMAIL_TIMEOUT = _env_int("HAT_EMAIL_TIMEOUT", 10)  # seconds: a slow mail server must not hold a request long
-HAT_CONSOLE_URL = os.environ.get("HAT_CONSOLE_URL", "").strip() or "http://localhost:8000"
+# E-mail (notifications): console.config email_* and console_url (HAT_EMAIL_BACKEND, HAT_EMAIL_HOST, ...).
+EMAIL_BACKEND = ENV.email_backend
+DEFAULT_FROM_EMAIL = SERVER_EMAIL = ENV.default_from_email
+EMAIL_HOST, EMAIL_PORT = ENV.email_host, ENV.email_port
+EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = ENV.email_host_user, ENV.email_host_password
+EMAIL_USE_TLS, EMAIL_TIMEOUT = ENV.email_use_tls, ENV.email_timeout
+HAT_CONSOLE_URL = ENV.console_url.rstrip("/")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
