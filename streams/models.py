@@ -18,6 +18,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from console.jobs import Job
+from streams.labels import model_short_name
 
 MONEY = {"max_digits": 10, "decimal_places": 2, "validators": [MinValueValidator(0)]}
 
@@ -167,7 +168,8 @@ class ModelEndpoint(models.Model):
                                                name="model_endpoint_one_default")]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.model})"
+        # the admin's lists and pickers: the model's last path component, never where its weights lie on a host
+        return f"{self.name} ({model_short_name(self.model)})"
 
     # --- the outbound check (streams.engine.outbound) and the secret (console.secrets) -----------------------
     # An endpoint is checked when an administrator saves it (clean: the admin form), when someone picks it

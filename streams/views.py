@@ -22,6 +22,7 @@ from console.errors import DomainError, ValidationFailed
 from console.views import role_required
 from harness_editor.models import HarnessVersion, Label
 from streams import selectors, services
+from streams.labels import endpoint_label
 from streams.model_fit import model_fit
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
 from streams.services.tool_runtime import tool_bindings_available, tool_runtime_for
@@ -38,11 +39,6 @@ def _versions():
 
 def _version_label(v: HarnessVersion) -> str:
     return f"{v.harness.slug} v{v.number} ({v.get_status_display().lower()})"
-
-
-def _endpoint_label(e: ModelEndpoint) -> str:
-    # the endpoint's name: its model is often a directory's absolute path, which says nothing to the people picking
-    return e.name
 
 
 def _production_version() -> HarnessVersion | None:
@@ -64,7 +60,7 @@ class PreviewOpenForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["version"].label_from_instance = _version_label
-        self.fields["endpoint"].label_from_instance = _endpoint_label
+        self.fields["endpoint"].label_from_instance = endpoint_label  # the name, never a model directory's path
         production = _production_version()
         if production is not None:
             # what is served is what people most often try first; ?version= (a version page's link) still wins

@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 
 from harness_editor.models import HarnessVersion, Label
+from streams.labels import endpoint_label
 from streams.models import ModelEndpoint
 from streams.sampling import MAX_TOKENS_LIMIT
 from training_jobs.eval_models import EvalSet, EvalSetVersion
@@ -100,8 +101,8 @@ class EvalRunForm(forms.Form):
                   f"{' · production' if v.pk in production else ''}") for ref, v in self.harness_versions.items()]
         self.endpoints = {e.name: e for e in ModelEndpoint.objects.order_by("-is_default", "name")}
         self.fields["endpoint"].choices = [("", "—")] + [
-            (name, f"{name} · {e.model}{' · default' if e.is_default else ''}") for name, e in self.endpoints.items()]
-        self.fields["judges"].choices = [(name, f"{name} · {e.model}") for name, e in self.endpoints.items()]
+            (name, endpoint_label(e, with_model=True, default=True)) for name, e in self.endpoints.items()]
+        self.fields["judges"].choices = [(name, endpoint_label(e, with_model=True)) for name, e in self.endpoints.items()]
         self.models = {str(m.pk): m for m in TrainedModel.objects.select_related("endpoint").order_by("-created_at")}
         self.fields["model"].choices = [("", "—")] + [
             (pk, f"{m.name} · {m.get_kind_display()}" + (f" · served at {m.endpoint.name}" if m.endpoint_id

@@ -259,7 +259,7 @@ def sample_turn(result: EvalResult, run: EvalRun, data: dict[str, Any]) -> dict[
     if turn["started"] is None:
         faults = {key: (f.get("kind") if isinstance(f, dict) else f) for key, f in (data.get("tool_faults") or {}).items()}
         turn["started"] = {"minute": (data.get("room") or {}).get("clock_minute"),
-                           "endpoint": {"model": run.endpoint.model}, "comments": len(data.get("comments") or []),
+                           "endpoint": {"name": run.endpoint.name, "model": run.endpoint.model}, "comments": len(data.get("comments") or []),
                            "history_messages": 0, "faults": faults}
         if run.harness_version is not None and not data.get("harness_variant"):
             turn["version"] = {"harness": run.harness_version.harness.slug, "number": run.harness_version.number}

@@ -22,13 +22,14 @@ from django import forms
 from pydantic import BaseModel
 
 from harness_editor.models import HarnessVersion
+from streams.labels import endpoint_label
+from streams.selectors import model_endpoint_list
 from training_jobs.hat.config import LoraSettings, SFTStageConfig, StageConfig
 from training_jobs.hsa.dataset import Recipe, default_operators
 from training_jobs.hsa.operators import OPERATORS
 from training_jobs.hsa.samples import DEMO_MANIFESTS
 from training_jobs.models import TrainingJob
 from training_jobs.schemas import demo_scenarios
-from streams.selectors import model_endpoint_list
 from training_jobs.selectors import recordable_rooms
 
 BUILD_CHOICES = [("both", "HSA dataset + fixed-harness baseline from the same samples"),
@@ -99,7 +100,7 @@ class RecipeForm(forms.Form):
         self.fields["written_version"].choices = [("", "— none —"), *_version_choices()]
         # only rooms the user may see: another's private preview room is not theirs to train on
         self.fields["preview_rooms"].choices = [(r["id"], r["label"]) for r in recordable_rooms(user=user)]
-        endpoints = [(e.name, f"{e.name} · {e.model}") for e in model_endpoint_list()]
+        endpoints = [(e.name, endpoint_label(e, with_model=True)) for e in model_endpoint_list()]
         self.fields["teacher"].choices = [("", "— none —")] + endpoints
         self.fields["judge"].choices = [("", "— none —")] + endpoints
         for name, op in OPERATORS.items():

@@ -23,6 +23,7 @@ from django.urls import NoReverseMatch, reverse
 
 from harness_editor.gate import FlippedCase, GateEvidence, GateRule, MetricEvidence, Score, SetEvidence
 from harness_editor.models import HarnessVersion, Label
+from streams.labels import endpoint_label
 from training_jobs.eval_models import EvalSet, EvalSetVersion
 from training_jobs.eval_run_models import EvalResult, EvalRun
 from training_jobs.evals import runner
@@ -348,7 +349,7 @@ def _policy_lines(policy: GatePolicy, by_set: dict[EvalSet, list[GateRequirement
     by = f" by {policy.updated_by.get_username()}" if policy.updated_by else ""
     lines = [f"Policy: {'this harness' if policy.harness_id else 'the default for every harness without its own'}"
              f" (updated {policy.updated_at:%Y-%m-%d}{by})",
-             f"Production model: endpoint {policy.endpoint.name} ({policy.endpoint.model})"]
+             f"Production model: endpoint {endpoint_label(policy.endpoint, with_model=True)}"]
     if policy.k or policy.seed is not None:
         lines.append("Runs must use " + ", ".join(([f"k={policy.k}"] if policy.k else [])
                                                     + ([f"seed {policy.seed}"] if policy.seed is not None else [])))

@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from harness_editor.models import HarnessVersion, Label
+from streams.labels import endpoint_label
 from streams.models import ModelEndpoint
 from streams.sampling import MAX_TOKENS_LIMIT
 from training_jobs.eval_models import EvalSet, EvalSetVersion
@@ -59,7 +60,7 @@ class LatencyReplayForm(forms.Form):
             (ref, f"{v.harness.slug} v{v.number} ({v.get_status_display().lower()})"
                   f"{' · production' if v.pk in production else ''}") for ref, v in self.harness_versions.items()]
         self.endpoints = {e.name: e for e in ModelEndpoint.objects.order_by("-is_default", "name")}
-        self.fields["endpoint"].choices = [(name, f"{name} · {e.model}{' · default' if e.is_default else ''}")
+        self.fields["endpoint"].choices = [(name, endpoint_label(e, with_model=True, default=True))
                                            for name, e in self.endpoints.items()]
         if not self.is_bound:
             pinned = next((v for v in self.set_versions.values() if v.eval_set.pinned_id == v.pk), None)

@@ -311,8 +311,14 @@ def test_server_page_shows_where_and_what(client, operator, ml_staff, demo_model
         adapters=[{"name": "hat-lora-1", "path": "/a", "model_id": "x", "loaded_at": "now"}], started_by=ml_staff)
     client.force_login(operator)
     page = client.get(f"/serving/servers/{instance.pk}/").content.decode()
-    assert "gpu-7:8123" in page and "hat-lora-1" in page and "vllm.entrypoints.openai.api_server" in page
-    assert "engine ready" in page and 'data-testid="stop"' not in page
+    assert "gpu-7:8123" in page and "hat-lora-1" in page and "engine ready" in page and 'data-testid="stop"' not in page
+    # the command line and the model directory are for those who launch servers (issue 14), folded in <details>
+    assert "vllm.entrypoints.openai.api_server" not in page and demo_model.path not in page
+    client.force_login(ml_staff)
+    page = client.get(f"/serving/servers/{instance.pk}/").content.decode()
+    paths = page[page.index('data-testid="server-paths"'):page.index("</details>")]
+    assert "vllm.entrypoints.openai.api_server" in paths and demo_model.path in paths and str(log) in paths
+    client.force_login(operator)
     listing = client.get("/serving/").content.decode()
     assert "hat-lora-1" in listing and "gpu-7" in listing
 
