@@ -208,6 +208,7 @@ def test_reviewer_reviews_approves_and_moves_production(page, login, harness_wit
     thread = page.locator("[data-testid=thread]").filter(has_text=COMMENT)
     expect(thread).to_contain_text(REPLY)
     thread.get_by_test_id("resolve").click()
+    expect(page.get_by_test_id("messages")).to_contain_text("Thread resolved.")
     expect(page.locator("[data-testid=thread][data-resolved=true]")).to_have_count(1)
     expect(page.get_by_test_id("comment-count")).to_contain_text("none open")
     day.step("thread-resolved")
@@ -250,8 +251,11 @@ def test_reviewer_reviews_approves_and_moves_production(page, login, harness_wit
 
 def test_ml_staff_compares_two_training_runs(page, login, ml_staff):
     # already there: two SFT runs that finished earlier, the second with a lower learning rate (a slower curve)
+    slow_points = _points(range(1, 41), lambda s: 3.0 / (s ** 0.5) + 0.05)
+    for point in slow_points:  # its schedule is the same shape, at 0.3 times the rate
+        point["learning_rate"] *= 0.3
     fast = _job(ml_staff, "sft lr 1e-3", _points(range(1, 41), lambda s: 3.0 / s + 0.05))
-    slow = _job(ml_staff, "sft lr 3e-4", _points(range(1, 41), lambda s: 3.0 / (s ** 0.5) + 0.05))
+    slow = _job(ml_staff, "sft lr 3e-4", slow_points)
     day = Day(page, "ml-staff")
 
     # 1. the training list from the header, both runs there
@@ -284,6 +288,8 @@ def test_ml_staff_compares_two_training_runs(page, login, ml_staff):
     values = [float(row.locator("td").inner_text()) for row in (fast_row, slow_row)]
     assert 10 <= step <= 30, step
     assert values[1] > values[0], values
+    lr = page.locator("[data-testid=compare-learning_rate] .u-legend .u-series")
+    expect(lr.filter(has_text="same values")).to_have_count(0)  # two schedules, not one drawn twice
     day.step("hover-values", full_page=False, axe=False)
 
     # 4. the legend hides a run and shows it again
