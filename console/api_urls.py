@@ -73,6 +73,7 @@ urlpatterns = [
     path(L + "history", harness_apis.LabelHistoryApi.as_view(), name="api-label-history"),
     path("audit/", AuditListApi.as_view(), name="api-audit"),
     path("validate", harness_apis.ValidateApi.as_view(), name="api-validate"),
+    path("review-checklist", harness_apis.ReviewChecklistApi.as_view(), name="api-review-checklist"),
     path("manifest-schema", contract_apis.ManifestSchemaApi.as_view(), name="api-manifest-schema"),
     path("bindings", contract_apis.BindingListApi.as_view(), name="api-binding-list"),
     path("datasets/", training_apis.DatasetListCreateApi.as_view(), name="api-dataset-list"),

@@ -4,6 +4,8 @@ approval that carries the ticked checklist. Each is one transaction with its aud
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -117,11 +119,14 @@ def review_checklist_set(*, user, texts: list[str]) -> list[ReviewChecklistItem]
 
 
 def version_approve_reviewed(*, user, version: HarnessVersion, comment: str = "", override_reason: str = "",
-                             ticked: set[int] | None = None) -> HarnessVersion:
+                             ticked: Iterable[int] | None = None) -> HarnessVersion:
     """Approve (harness_editor.services.version_approve) once every item of the review checklist is ticked; the
     ticks are kept with the approval (ApprovalChecklist) and in the approval's audit data, with the number of
-    unresolved comment threads (a warning, not a refusal)."""
-    ticked = ticked or set()
+    unresolved comment threads (a warning, not a refusal). The page and the API both approve through here.
+
+    A ticked id that is not on the current checklist is refused (path ``checklist[<index in ticked>]``): the
+    reviewer ticked a list that has changed since, or sent a wrong id."""
+    ticked = list(ticked or ())
     # who may approve and whether it can be approved come before the checklist: an author or a version that is not
     # submitted gets the same refusal as without a checklist
     services._check_four_eyes(user, version)
@@ -129,10 +134,12 @@ def version_approve_reviewed(*, user, version: HarnessVersion, comment: str = ""
         raise InvalidTransition(f"v{version.number} is {version.status}; it must be submitted to be approved")
     with transaction.atomic():
         items = checklist_items()
-        missing = [i for i in items if i.id not in ticked]
-        if missing:
-            raise ValidationFailed("tick every item of the review checklist before approving", errors=[
-                {"path": "checklist", "message": f"not ticked: {i.text}"} for i in missing])
+        current = {i.id for i in items}
+        errors = [{"path": f"checklist[{n}]", "message": f"{t} is not an item of the current review checklist"}
+                  for n, t in enumerate(ticked) if t not in current]
+        errors += [{"path": "checklist", "message": f"not ticked: {i.text}"} for i in items if i.id not in ticked]
+        if errors:
+            raise ValidationFailed("tick every item of the review checklist before approving", errors=errors)
         record = [{"id": i.id, "text": i.text, "ticked": True} for i in items]
         unresolved = unresolved_count(version=version)
         approved = services.version_approve(user=user, version=version, comment=comment,

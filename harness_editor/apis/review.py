@@ -15,7 +15,7 @@ from console.apis import (
     ERRORS_WRITE,
     ApiView,
 )
-from harness_editor import gate, services
+from harness_editor import gate, review_selectors, review_services, services
 from harness_editor.apis.common import (
     VERSION_TAG,
     CommentInputSerializer,
@@ -24,6 +24,8 @@ from harness_editor.apis.common import (
     _version,
     _version_response,
 )
+
+MAX_INT = 2**31 - 1  # item ids are PostgreSQL integers
 
 
 class _TransitionApi(ApiView):
@@ -56,6 +58,13 @@ class ApproveInputSerializer(CommentInputSerializer):
     override_reason = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=4000,
         help_text="only when the evaluation gate fails: why approve anyway (compliance leads only; audited)")
+    checklist = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_INT), required=False, default=list,
+        max_length=review_services.MAX_ITEMS,
+        help_text="ids of the review checklist items ticked (GET /api/review-checklist). When a checklist is set, "
+                  "every current item must be ticked: otherwise 400 with one error per item not ticked (path "
+                  "'checklist') and one per id not on the current list (path 'checklist[<index>]'). The ticks are "
+                  "kept with the approval and in its audit data.")
 
     class Meta:
         ref_name = "ApproveInput"
@@ -65,18 +74,43 @@ class VersionApproveApi(ApiView):
     required_perms = {"POST": roles.REVIEW_VERSION}
 
     @extend_schema(tags=[VERSION_TAG], operation_id="version_approve", request=ApproveInputSerializer,
-                   description="Approve a submitted version (never by its author): submitted -> approved. When the "
-                               "version's evaluation gate fails (GET .../gate) the answer is 409 'gate_failed' with "
-                               "one error per failing rule (path 'gate.<rule>'), unless a compliance lead gives "
-                               "override_reason; a reason from anyone else is 403. Overrides are audited.",
+                   description="Approve a submitted version (never by its author): submitted -> approved. When a "
+                               "review checklist is set (GET /api/review-checklist), every item must be ticked "
+                               "(checklist: their ids), else 400 naming the items not ticked; the author (four "
+                               "eyes, 403) and the status (409) are checked first. When the version's evaluation "
+                               "gate fails (GET .../gate) the answer is 409 'gate_failed' with one error per "
+                               "failing rule (path 'gate.<rule>'), unless a compliance lead gives override_reason; "
+                               "a reason from anyone else is 403. Overrides are audited.",
                    responses={200: VersionDetailOutputSerializer, **ERRORS_WRITE})
     def post(self, request, slug: str, number: int):
         serializer = ApproveInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        version = services.version_approve(user=request.user, version=_version(_harness(slug), number),
-                                           comment=data["comment"], override_reason=data["override_reason"])
+        # the same service as the page's approve button: one place checks the checklist and keeps the ticks
+        version = review_services.version_approve_reviewed(
+            user=request.user, version=_version(_harness(slug), number), comment=data["comment"],
+            override_reason=data["override_reason"], ticked=data["checklist"])
         return _version_response(version)
+
+
+class ChecklistItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="what approve's checklist lists when this item is ticked")
+    text = serializers.CharField()
+    position = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "ReviewChecklistItem"
+
+
+class ReviewChecklistApi(ApiView):
+    required_perms = {"GET": roles.VIEW_HARNESS}
+
+    @extend_schema(tags=[VERSION_TAG], operation_id="review_checklist",
+                   description="The review checklist a compliance lead set (in order; empty when none is set): "
+                               "every item must be ticked to approve a version (POST .../approve, checklist).",
+                   responses={200: ChecklistItemSerializer(many=True), **ERRORS_READ})
+    def get(self, request):
+        return Response(ChecklistItemSerializer(review_selectors.checklist_items(), many=True).data)
 
 
 class GateRuleSerializer(serializers.Serializer):
