@@ -16,6 +16,13 @@ from streams.labels import endpoint_label, model_short_name
 from streams.models import ModelEndpoint, ServerInstance
 from streams.services import serving
 from tests.training_jobs.eval_helpers import t1_case
+from tests.training_jobs.eval_run_fixtures import (  # noqa: F401  (fixtures)
+    good_run,
+    scripted_endpoint,
+    scripted_model,
+    t1_set,
+    v1,
+)
 from training_jobs import latency_services as latency
 from training_jobs.eval_run_services import eval_run_start
 from training_jobs.eval_services import eval_set_import
@@ -198,3 +205,11 @@ def test_gate_policy_line_names_the_production_endpoint(endpoint, harness_with_h
     policy = GatePolicy.objects.create(harness=harness_with_history["harness"], endpoint=endpoint)
     lines = _policy_lines(policy, {})
     assert "Production model: endpoint local-tiny · demo-tiny" in lines and not any(MODEL_DIR in x for x in lines)
+
+
+@pytest.mark.django_db
+def test_an_eval_case_turn_names_the_endpoint(client, reviewer, good_run):  # noqa: F811  (the fixture)
+    ModelEndpoint.objects.filter(pk=good_run.endpoint_id).update(model=MODEL_DIR)
+    html = _page(client, reviewer, f"/evals/runs/{good_run.pk}/cases/t1-001/")
+    _no_paths(html)
+    assert 'data-testid="transcript-turn"' in html and "endpoint scripted ·" in html
