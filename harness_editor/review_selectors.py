@@ -8,13 +8,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
-
 from console import roles
 from console.errors import InvalidTransition, NotAllowed, ValidationFailed
 from harness_editor.label_impact import LabelImpact, label_impact
 from harness_editor.models import ApprovalChecklist, Harness, HarnessVersion, Label, ReviewChecklistItem, ReviewComment
 from harness_editor.selectors import label_history
+from harness_editor.services import label_move_refusals
 
 Status = HarnessVersion.Status
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -49,19 +48,8 @@ def _label_now(harness: Harness, name: str) -> HarnessVersion | None:
 
 def label_move_plan(*, harness: Harness, name: str, version: HarnessVersion, rollback: bool = False) -> LabelMovePlan:
     """What moving ``name`` to ``version`` would do; refuses (ValidationFailed) what the move itself would refuse,
-    with the same messages (harness_editor.services._label_move), so errors show before the confirmation step."""
-    errors = []
-    try:
-        Label._meta.get_field("name").run_validators(name)
-    except DjangoValidationError as exc:
-        errors.append({"path": "name", "message": "; ".join(exc.messages)})
-    if version.harness_id != harness.id:
-        errors.append({"path": "version", "message": "the version belongs to another harness"})
-    elif version.status != Status.APPROVED:
-        errors.append({"path": "version", "message": f"v{version.number} is {version.status}; "
-                                                     "only approved versions can carry a label"})
-    if errors:
-        raise ValidationFailed("cannot move the label", errors=errors)
+    with the same messages (harness_editor.services.label_move_refusals), so errors show before the confirmation step."""
+    label_move_refusals(harness=harness, name=name, version=version)
     now = _label_now(harness, name)
     if now is not None and now.id == version.id:
         raise ValidationFailed("nothing to move", errors=[

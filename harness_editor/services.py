@@ -260,11 +260,12 @@ def label_move_for_rollback(*, user, harness: Harness, name: str, version: Harne
                        reason=reason)
 
 
-def _label_move(*, user, harness: Harness, name: str, version: HarnessVersion, comment: str, rollback: bool,
-                reason: dict | None = None) -> Label:
-    errors = []
+def label_move_refusals(*, harness: Harness, name: str, version: HarnessVersion) -> None:
+    """Refuse (ValidationFailed, every reason at once) moving label ``name`` of ``harness`` to ``version``: the move
+    itself and the confirmation page before it (harness_editor.review_selectors) ask this one question."""
     from django.core.exceptions import ValidationError as DjangoValidationError
 
+    errors = []
     try:
         Label._meta.get_field("name").run_validators(name)
     except DjangoValidationError as exc:
@@ -276,6 +277,11 @@ def _label_move(*, user, harness: Harness, name: str, version: HarnessVersion, c
                                                      "only approved versions can carry a label"})
     if errors:
         raise ValidationFailed("cannot move the label", errors=errors)
+
+
+def _label_move(*, user, harness: Harness, name: str, version: HarnessVersion, comment: str, rollback: bool,
+                reason: dict | None = None) -> Label:
+    label_move_refusals(harness=harness, name=name, version=version)
     with transaction.atomic():
         label = Label.objects.select_for_update().filter(harness=harness, name=name).first()
         previous = None
