@@ -9,7 +9,12 @@ django_asgi_app = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
-from console.latency_tuning import freeze_startup_heap, log_gc_pauses, prefer_latency  # noqa: E402
+from console.latency_tuning import (  # noqa: E402
+    freeze_startup_heap,
+    log_gc_pauses,
+    prefer_latency,
+    space_full_collections,
+)
 
 # The event loop hands work to database threads and back on every WebSocket frame: a GIL switch interval under a
 # millisecond keeps the loop from waiting 5 ms behind a busy thread (console.config gil_switch_s).
@@ -40,3 +45,4 @@ application = ProtocolTypeRouter(
 # of later full collections, which otherwise paused every socket for 125-158 ms (console.config gc_freeze).
 if settings.ENV.gc_freeze:
     freeze_startup_heap()
+space_full_collections(settings.ENV.gc_full_every)

@@ -3,7 +3,12 @@ import os
 from celery import Celery
 from celery.signals import worker_init, worker_ready
 
-from console.latency_tuning import freeze_startup_heap, log_gc_pauses, prefer_latency
+from console.latency_tuning import (
+    freeze_startup_heap,
+    log_gc_pauses,
+    prefer_latency,
+    space_full_collections,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -80,5 +85,8 @@ def _freeze_thread_worker_heap(sender=None, **_kwargs) -> None:
     full collections (console.config gc_freeze): they paused every session it runs for 125-158 ms."""
     from django.conf import settings
 
-    if _latency_worker[0] and settings.ENV.gc_freeze:
+    if not _latency_worker[0]:
+        return
+    if settings.ENV.gc_freeze:
         freeze_startup_heap()
+    space_full_collections(settings.ENV.gc_full_every)

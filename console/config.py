@@ -92,6 +92,13 @@ class ConsoleSettings(BaseSettings):
     # every viewer of every session sees. Frozen at start-up, that heap is left out of collections (bench/live_bench.py).
     gc_freeze: bool = Field(default=True, description="freeze the start-up heap out of Python's cyclic garbage "
                             "collector in the web process and the interactive worker")
+    # What start-up imports lazily (views, templates, the turn engine) and every open socket still make full
+    # collections of 70-110 ms, every 20 s or so under load with Python's threshold (10 younger collections): spaced
+    # out, they fall on few turns. The price: cyclic garbage (about 20,000 objects between two full collections at
+    # Python's threshold under bench/live_bench.py) waits 10 times longer; plain garbage is still freed at once.
+    gc_full_every: int = Field(default=100, ge=10, le=1_000_000, description="Python's third GC threshold in the "
+                               "web process and the interactive worker: generation-1 collections per full one "
+                               "(Python's default 10)")
     # E-mail (notifications): Django's mail backend; the default prints each message on the web process's output, so
     # nothing leaves the machine until a real backend is set. Mail leaves after the change commits; a mail server
     # that is down is logged, never an error of the change (console.notifications).

@@ -17,6 +17,13 @@ def prefer_latency(*, gil_switch_s: float) -> None:
         sys.setswitchinterval(gil_switch_s)
 
 
+def space_full_collections(full_every: int) -> None:
+    """Run a full collection only after ``full_every`` generation-1 collections (Python: 10): each walks every object
+    the process made since start-up, a pause every viewer waits through, so fewer of them fall on fewer turns."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, full_every)
+
+
 def freeze_startup_heap() -> int:
     """Leave what start-up built (modules, settings, URL maps, compiled schemas) out of every later collection and
     return how many objects were frozen. Call once everything the process needs is imported. Garbage first, so none

@@ -42,7 +42,7 @@ def test_the_setting_is_bounded(monkeypatch) -> None:
         load_settings()
 
 
-def test_the_web_process_switches_sooner(default_interval) -> None:
+def test_the_web_process_switches_sooner(default_interval, unfrozen) -> None:
     import importlib
 
     import console.asgi
@@ -60,8 +60,11 @@ def unfrozen():
 
     gc.unfreeze()
     celery_module._latency_worker[0] = False
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # Python's defaults (an earlier test may have loaded console.asgi)
     yield gc
-    gc.unfreeze()  # the test process keeps collecting everything
+    gc.unfreeze()  # the test process keeps collecting everything, as often as before
+    gc.set_threshold(*thresholds)
     celery_module._latency_worker[0] = False
 
 
@@ -76,6 +79,7 @@ def test_a_thread_worker_freezes_its_startup_heap_when_ready(default_interval, u
         celery_module._prefer_latency_in_thread_workers(sender=SimpleNamespace(pool_cls=pool))
         celery_module._freeze_thread_worker_heap(sender=None)
     assert (unfrozen.get_freeze_count() > 10_000) is frozen
+    assert (unfrozen.get_threshold()[2] == env.gc_full_every) is frozen  # full collections spaced out likewise
 
 
 def test_gc_freeze_off_leaves_the_collector_alone(default_interval, unfrozen) -> None:
@@ -93,6 +97,7 @@ def test_the_web_process_freezes_its_startup_heap(default_interval, unfrozen) ->
 
     importlib.reload(console.asgi)
     assert unfrozen.get_freeze_count() > 10_000
+    assert unfrozen.get_threshold()[2] == load_settings().gc_full_every
 
 
 def test_freezing_keeps_later_garbage_collectable(unfrozen) -> None:
@@ -124,3 +129,17 @@ def test_benchmarks_can_log_gc_pauses(tmp_path) -> None:
     rows = [line.split() for line in (tmp_path / f"{os.getpid()}.gc").read_text().splitlines()]
     assert ["2"] == [gen for _, gen, _ in rows[-1:]]  # the full collection asked for, with its duration
     assert float(rows[-1][2]) >= 0
+
+
+def test_full_collections_come_after_the_set_number_of_middle_ones(unfrozen) -> None:
+    from console.latency_tuning import space_full_collections
+
+    unfrozen.set_threshold(700, 10, 10)
+    space_full_collections(250)
+    assert unfrozen.get_threshold() == (700, 10, 250)  # the younger generations keep their thresholds
+
+
+def test_the_full_collection_spacing_is_bounded(monkeypatch) -> None:
+    monkeypatch.setenv("HAT_GC_FULL_EVERY", "1")
+    with pytest.raises(SystemExit, match="gc_full_every"):
+        load_settings()
