@@ -21,6 +21,7 @@ from console import roles
 from console.errors import DomainError, NotAllowed, ValidationFailed
 from console.views import role_required
 from harness_editor import review_selectors, review_services, selectors
+from harness_editor.lookups import version_or_404
 from harness_editor.models import Harness, HarnessVersion, ReviewComment
 
 CONFIRM_TEMPLATE = "harness_editor/confirm.html"
@@ -131,13 +132,6 @@ def review_context(request: HttpRequest, version: HarnessVersion, base: HarnessV
 # --- comments ------------------------------------------------------------------------------------------------
 
 
-def _version_or_404(slug: str, number: int) -> HarnessVersion:
-    try:
-        return selectors.version_get(harness=selectors.harness_get(slug=slug), number=number)
-    except (Harness.DoesNotExist, HarnessVersion.DoesNotExist):
-        raise Http404(f"no version {slug} v{number}") from None
-
-
 def _back(request: HttpRequest, version: HarnessVersion, base_number: int, anchor: str = "") -> HttpResponse:
     slug = version.harness.slug
     if request.POST.get("page") == "diff":
@@ -167,7 +161,7 @@ def _error_page(request: HttpRequest, version: HarnessVersion, exc: DomainError)
 @require_POST
 def review_comment_create(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     """A new thread on a diff line (component, path, line), or, with ``thread``, a reply in that thread."""
-    version = _version_or_404(slug, number)
+    version = version_or_404(slug, number)
     try:
         if not review_selectors.may_comment(request.user, version):
             raise NotAllowed("only reviewers and the version's author comment on its changes")
@@ -206,7 +200,7 @@ def _comment_or_404(version: HarnessVersion, raw: str) -> ReviewComment:
 
 
 def _resolve(request: HttpRequest, slug: str, number: int, comment_id: int, resolved: bool) -> HttpResponse:
-    version = _version_or_404(slug, number)
+    version = version_or_404(slug, number)
     thread = _comment_or_404(version, str(comment_id))
     try:
         review_services.review_comment_resolve(user=request.user, thread=thread, resolved=resolved)

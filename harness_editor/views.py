@@ -29,6 +29,7 @@ from console.views import role_required
 from harness_editor import forms as editor_forms
 from harness_editor import gate, review_services, review_views, selectors, services
 from harness_editor.forms import DecisionForm, HarnessCreateForm, LabelMoveForm
+from harness_editor.lookups import harness_or_404, harness_version_or_404, version_or_404
 from harness_editor.models import Harness, HarnessVersion
 from harness_editor.render import render_prompt, render_skill_body
 from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml
@@ -44,20 +45,6 @@ Status = HarnessVersion.Status
 
 
 # --- lookups and shared helpers ------------------------------------------------------------------------
-
-
-def _harness_or_404(slug: str) -> Harness:
-    try:
-        return selectors.harness_get(slug=slug)
-    except Harness.DoesNotExist:
-        raise Http404(f"no harness '{slug}'") from None
-
-
-def _version_or_404(harness: Harness, number: int) -> HarnessVersion:
-    try:
-        return selectors.version_get(harness=harness, number=number)
-    except HarnessVersion.DoesNotExist:
-        raise Http404(f"{harness.slug} has no version {number}") from None
 
 
 @lru_cache(maxsize=1)
@@ -210,7 +197,7 @@ def _detail_context(request: HttpRequest, harness: Harness, *, move_form: LabelM
 @role_required(roles.VIEW_HARNESS)
 @require_GET
 def harness_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    harness = _harness_or_404(slug)
+    harness = harness_or_404(slug)
     context = _detail_context(request, harness)
     template = "harness_editor/harness_detail.html"
     if request.htmx and request.htmx.target == "history":
@@ -221,7 +208,7 @@ def harness_detail(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(roles.MOVE_LABEL)
 @require_POST
 def label_move(request: HttpRequest, slug: str) -> HttpResponse:
-    harness = _harness_or_404(slug)
+    harness = harness_or_404(slug)
     form = LabelMoveForm(request.POST)
     status = 400
     if form.is_valid():
@@ -253,7 +240,7 @@ def label_move(request: HttpRequest, slug: str) -> HttpResponse:
 @role_required(roles.MOVE_LABEL)
 @require_POST
 def label_rollback(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    harness = _harness_or_404(slug)
+    harness = harness_or_404(slug)
     try:
         pending = review_views.label_rollback_unconfirmed(request, harness, name=name)  # confirm step first
         if pending is not None:
@@ -327,13 +314,13 @@ def _render_version(request: HttpRequest, version: HarnessVersion, *, status: in
 @role_required(roles.VIEW_HARNESS)
 @require_GET
 def version_detail(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    return _render_version(request, _version_or_404(_harness_or_404(slug), number))
+    return _render_version(request, version_or_404(slug, number))
 
 
 @role_required(roles.SUBMIT_VERSION)
 @require_POST
 def version_submit(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     try:
         services.version_submit(user=request.user, version=version, comment=request.POST.get("comment", "").strip())
     except DomainError as exc:
@@ -345,7 +332,7 @@ def version_submit(request: HttpRequest, slug: str, number: int) -> HttpResponse
 @role_required(roles.EDIT_DRAFT)
 @require_POST
 def version_discard(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     try:
         pending = review_views.discard_unconfirmed(request, version)  # confirm step first
         if pending is not None:
@@ -360,7 +347,7 @@ def version_discard(request: HttpRequest, slug: str, number: int) -> HttpRespons
 @role_required(roles.REVIEW_VERSION)
 @require_POST
 def version_approve(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     form = DecisionForm(request.POST)
     form.is_valid()
     try:
@@ -382,7 +369,7 @@ def version_approve(request: HttpRequest, slug: str, number: int) -> HttpRespons
 @role_required(roles.REVIEW_VERSION)
 @require_POST
 def version_reject(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     form = DecisionForm(request.POST)
     form.is_valid()
     try:
@@ -397,8 +384,8 @@ def version_reject(request: HttpRequest, slug: str, number: int) -> HttpResponse
 @role_required(roles.EDIT_DRAFT)
 @require_POST
 def version_new_draft(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    harness = _harness_or_404(slug)
-    version = _version_or_404(harness, number)
+    harness = harness_or_404(slug)
+    version = harness_version_or_404(harness, number)
     try:
         draft = services.version_create_draft(
             user=request.user, harness=harness, manifest=version.manifest, parent=version,
@@ -412,7 +399,7 @@ def version_new_draft(request: HttpRequest, slug: str, number: int) -> HttpRespo
 @role_required(roles.VIEW_HARNESS)
 @require_GET
 def version_export(request: HttpRequest, slug: str, number: int, fmt: str) -> HttpResponse:
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     if fmt == "yaml":
         body, content_type = manifest_to_yaml(version.manifest), "application/yaml; charset=utf-8"
     elif fmt == "json":
@@ -431,7 +418,7 @@ def version_export(request: HttpRequest, slug: str, number: int, fmt: str) -> Ht
 @role_required(roles.VIEW_HARNESS)
 @require_GET
 def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
-    harness = _harness_or_404(slug)
+    harness = harness_or_404(slug)
     numbers = list(selectors.version_history(harness=harness).values_list("number", flat=True)[:SUGGESTED_VERSIONS])
     context: dict[str, Any] = {"harness": harness, "numbers": numbers, "a": None, "b": None, "diff": None,
                                "error": None}
@@ -443,7 +430,7 @@ def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
     except ValueError:
         context["error"] = "choose two versions: a and b must be version numbers"
         return render(request, "harness_editor/diff.html", context, status=400)
-    old, new = _version_or_404(harness, a), _version_or_404(harness, b)
+    old, new = harness_version_or_404(harness, a), harness_version_or_404(harness, b)
     context.update(a=old, b=new, diff=diff_context(selectors.version_diff(old=old, new=new)))
     context.update(review_views.review_context(request, new, old, context["diff"], page="diff"))
     return render(request, "harness_editor/diff.html", context)
@@ -454,7 +441,7 @@ def version_diff(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _editable_draft(request: HttpRequest, slug: str, number: int) -> HarnessVersion:
     """The draft, if this user may edit it: only its author, only while it is a draft."""
-    version = _version_or_404(_harness_or_404(slug), number)
+    version = version_or_404(slug, number)
     if version.author_id != request.user.id:
         raise PermissionDenied("only the author edits a draft; start your own draft from this version")
     return version

@@ -10,30 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from console import roles
 from console.errors import DomainError
 from console.views import role_required
-from harness_editor import selectors
-from harness_editor.models import Harness, HarnessVersion
+from harness_editor.lookups import version_or_404
+from harness_editor.models import HarnessVersion
 from harness_editor.schemas import ManifestError
 from streams.services import mcp_import as services
 
 TEMPLATE = "harness_editor/mcp_import.html"
-
-
-def _version_or_404(slug: str, number: int) -> HarnessVersion:
-    try:
-        harness = selectors.harness_get(slug=slug)
-    except Harness.DoesNotExist:
-        raise Http404(f"no harness '{slug}'") from None
-    try:
-        return selectors.version_get(harness=harness, number=number)
-    except HarnessVersion.DoesNotExist:
-        raise Http404(f"{slug} has no version {number}") from None
 
 
 def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, **extra: Any) -> HttpResponse:
@@ -55,7 +44,7 @@ def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, *
 @role_required(roles.EDIT_DRAFT)
 @require_http_methods(["GET", "POST"])
 def mcp_import(request: HttpRequest, slug: str, number: int) -> HttpResponse:
-    version = _version_or_404(slug, number)
+    version = version_or_404(slug, number)
     source = request.POST if request.method == "POST" else request.GET
     server = source.get("server", "").strip()
     on_conflict = source.get("on_conflict", "rename")

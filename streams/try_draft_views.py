@@ -24,8 +24,8 @@ from django.views.decorators.http import require_http_methods
 from console import roles
 from console.errors import DomainError
 from console.views import role_required
-from harness_editor import selectors as registry
-from harness_editor.models import Harness, HarnessVersion
+from harness_editor.lookups import version_or_404
+from harness_editor.models import HarnessVersion
 from streams import selectors
 from streams.model_fit import model_fit
 from streams.models import PreviewRoom
@@ -35,17 +35,6 @@ from streams.services.preview import MAX_VIEWER_COMMENT_CHARS
 from streams.services.tool_runtime import tool_bindings_available
 
 TEMPLATE = "streams/try_draft.html"
-
-
-def _version_or_404(slug: str, number: int) -> HarnessVersion:
-    try:
-        harness = registry.harness_get(slug=slug)
-    except Harness.DoesNotExist:
-        raise Http404(f"no harness '{slug}'") from None
-    try:
-        return registry.version_get(harness=harness, number=number)
-    except HarnessVersion.DoesNotExist:
-        raise Http404(f"{slug} has no version {number}") from None
 
 
 def _room_or_404(request: HttpRequest, room_id: str, version: HarnessVersion) -> PreviewRoom:
@@ -91,7 +80,7 @@ def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, e
 def try_draft(request: HttpRequest, slug: str, number: int) -> HttpResponse:
     if not request.user.has_perm(roles.VIEW_HARNESS):
         raise PermissionDenied("your role does not allow you to view harnesses")
-    version = _version_or_404(slug, number)
+    version = version_or_404(slug, number)
     if request.method == "GET":
         return _page(request, version)
     text = request.POST.get("text", "")
