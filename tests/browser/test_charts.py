@@ -37,6 +37,22 @@ def _legend_step(page, testid: str) -> str:
     return cell.inner_text()
 
 
+def _drag_zoom(page, chart, testid: str) -> tuple[int, int, tuple[float, float]]:
+    """Drag across the right half of ``chart``'s plot: the step under the cursor at a quarter of its width before
+    and after, and the plot's middle (where a double-click resets the zoom)."""
+    _hover(page, testid, 0.25)
+    before = int(_legend_step(page, testid))
+    over = chart.locator(".u-over").bounding_box()
+    y = over["y"] + over["height"] / 2
+    page.mouse.move(over["x"] + over["width"] * 0.5, y)
+    page.mouse.down()
+    page.mouse.move(over["x"] + over["width"] * 0.7, y, steps=5)
+    page.mouse.move(over["x"] + over["width"] * 0.9, y, steps=5)
+    page.mouse.up()
+    _hover(page, testid, 0.25)
+    return before, int(_legend_step(page, testid)), (over["x"] + over["width"] * 0.5, y)
+
+
 def _hover(page, testid: str, fraction: float) -> None:
     over = page.locator(f"[data-testid={testid}] .u-over")
     over.scroll_into_view_if_needed()
@@ -79,20 +95,10 @@ def test_ml_staff_compares_two_runs_on_the_improved_charts(page, login, shot, ml
     expect(rows.nth(2)).not_to_have_class(off)
 
     # drag to zoom: the same place under the cursor is a later step; a double-click resets
-    _hover(page, "compare-loss", 0.25)
-    before = int(_legend_step(page, "compare-loss"))
-    over = loss.locator(".u-over").bounding_box()
-    y = over["y"] + over["height"] / 2
-    page.mouse.move(over["x"] + over["width"] * 0.5, y)
-    page.mouse.down()
-    page.mouse.move(over["x"] + over["width"] * 0.7, y, steps=5)
-    page.mouse.move(over["x"] + over["width"] * 0.9, y, steps=5)
-    page.mouse.up()
-    _hover(page, "compare-loss", 0.25)
-    zoomed = int(_legend_step(page, "compare-loss"))
+    before, zoomed, middle = _drag_zoom(page, loss, "compare-loss")
     assert zoomed > before + 10, (before, zoomed)
     shot("zoomed")
-    page.mouse.dblclick(over["x"] + over["width"] * 0.5, y)
+    page.mouse.dblclick(*middle)
     _hover(page, "compare-loss", 0.25)
     assert int(_legend_step(page, "compare-loss")) == before
 

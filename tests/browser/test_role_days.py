@@ -25,7 +25,7 @@ from harness_editor.models import HarnessVersion, Label
 from streams.models import ModelEndpoint
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.test_accessibility import BLOCKING, _axe
-from tests.browser.test_charts import _hover, _job, _legend_step, _points
+from tests.browser.test_charts import _drag_zoom, _hover, _job, _legend_step, _points
 from tests.browser.test_preview_room import _login, asgi_page, asgi_server  # noqa: F401  (fixtures)
 from tests.harness_editor.gate_helpers import compliance_lead  # noqa: F401  (fixture)
 
@@ -301,20 +301,10 @@ def test_ml_staff_compares_two_training_runs(page, login, ml_staff):
     expect(slow_row).not_to_have_class(OFF)
 
     # 5. drag to zoom: the same place under the cursor is a later step; a double-click resets
-    _hover(page, "compare-loss", 0.25)
-    before = int(_legend_step(page, "compare-loss"))
-    over = loss.locator(".u-over").bounding_box()
-    y = over["y"] + over["height"] / 2
-    page.mouse.move(over["x"] + over["width"] * 0.5, y)
-    page.mouse.down()
-    page.mouse.move(over["x"] + over["width"] * 0.7, y, steps=5)
-    page.mouse.move(over["x"] + over["width"] * 0.9, y, steps=5)
-    page.mouse.up()
-    _hover(page, "compare-loss", 0.25)
-    zoomed = int(_legend_step(page, "compare-loss"))
+    before, zoomed, middle = _drag_zoom(page, loss, "compare-loss")
     assert zoomed > before + 10, (before, zoomed)
     day.step("zoomed", full_page=False, axe=False)
-    page.mouse.dblclick(over["x"] + over["width"] * 0.5, y)
+    page.mouse.dblclick(*middle)
     _hover(page, "compare-loss", 0.25)
     assert int(_legend_step(page, "compare-loss")) == before
     day.step("zoom-reset", full_page=False)
