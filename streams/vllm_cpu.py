@@ -52,11 +52,14 @@ def vllm_argv(model_dir: str | Path, *, port: int, host: str = DEFAULT_HOST, ser
     return argv + list(extra_args or [])
 
 
-def vllm_env(*, runtime_lora_updating: bool = False, kv_cache_gib: int = 1, threads: int | None = None) -> dict:
-    """The server's environment: offline, a small KV cache, no CPU pinning (the machine is shared)."""
+def vllm_env(*, runtime_lora_updating: bool = False, kv_cache_gib: int = 1, threads: int | None = None,
+             cpus: list[int] | None = None) -> dict:
+    """The server's environment: offline, a small KV cache, no CPU pinning (the machine is shared) unless ``cpus``
+    names the cores its OpenMP threads are bound to."""
     env = dict(os.environ)
+    bind = ",".join(str(c) for c in cpus) if cpus else "nobind"
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+                "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": bind,
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"})
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -115,18 +118,27 @@ class VllmServer:
 def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HOST, port: int | None = None,
                enable_lora: bool = False, served_model_name: str | None = None, ready_timeout: float = 600.0,
                log_path: str | Path | None = None, extra_args: list[str] | None = None,
-               threads: int | None = None) -> VllmServer:
+               threads: int | None = None, cpus: list[int] | None = None, nice: int = 0) -> VllmServer:
     """Start vLLM for ``model_dir`` and wait until it answers ``/health`` (about 90 s on a loaded 2-core machine).
-    ``enable_lora`` also allows loading adapters at run time; ``threads`` caps its OpenMP threads (benchmarks leave
-    the console a core)."""
+    ``enable_lora`` also allows loading adapters at run time; ``threads`` caps its OpenMP threads; ``cpus`` keeps
+    the server and its engine processes on those cores and ``nice`` lowers their priority (benchmarks: the model
+    as on a host of its own, off the cores the console measures on)."""
     if not vllm_available():
         raise RuntimeError(f"no vLLM environment at {vllm_python()}: run `make install` (it makes .venv-vllm)")
     port = port or free_port(host)
     argv = vllm_argv(model_dir, port=port, host=host, served_model_name=served_model_name, enable_lora=enable_lora,
                      extra_args=extra_args)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
-    proc = subprocess.Popen(argv, cwd=REPO, env=vllm_env(runtime_lora_updating=enable_lora, threads=threads), stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def place() -> None:  # in the child before exec: its engine processes inherit both
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if nice:
+            os.nice(nice)
+
+    proc = subprocess.Popen(argv, cwd=REPO, env=vllm_env(runtime_lora_updating=enable_lora, threads=threads, cpus=cpus),
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=place if cpus or nice else None)
     base = f"http://{host}:{port}"
     t0 = time.monotonic()
     try:

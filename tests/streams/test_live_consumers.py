@@ -189,6 +189,44 @@ def test_a_gap_is_filled_from_the_database_and_late_runs_skipped(session, operat
     assert [(e["seq"], e["type"]) for e in got] == [(2, "muted"), (3, "approval_mode")]
 
 
+def test_runs_published_out_of_order_go_out_in_order_from_memory(session, operator):
+    """The runner and the ingest API publish one session's runs from two processes, so a run often arrives a few ms
+    before the one it follows. It is held (REORDER_WAIT_S) until that one comes, and both go out from the layer's
+    messages, not from a database read (the stored payloads differ here from the published ones to tell which)."""
+    login_cookie(operator)
+
+    async def go():
+        comm = live_communicator(session.pk, operator)
+        assert (await comm.connect(timeout=5))[0]
+        await events_until(comm, lambda e: e["seq"] == 1)
+
+        def store():
+            published = []
+            for seq, kind in ((2, "muted"), (3, "approval_mode")):
+                e = LiveEvent.objects.create(session=session, seq=seq, type=kind, payload={"from": "database"})
+                published.append({**e.as_message(), "payload": {"from": "layer"}})
+            LiveSession.objects.filter(pk=session.pk).update(last_seq=3)
+            return published
+
+        two, three = await database_sync_to_async(store)()
+        layer = get_channel_layer()
+
+        def message(*events):
+            return {"type": EVENT_MESSAGE_TYPE, "first": events[0]["seq"], "last": events[-1]["seq"],
+                    "text": events_frame(events)}
+
+        await layer.group_send(live_group(session.pk), message(three))
+        await asyncio.sleep(0.03)  # late, as between two processes (within REORDER_WAIT_S)
+        await layer.group_send(live_group(session.pk), message(two))
+        got = await events_until(comm, lambda e: e["seq"] == 3)
+        assert await comm.receive_nothing(timeout=0.3)
+        await comm.disconnect()
+        return got
+
+    got = asyncio.run(go())
+    assert [(e["seq"], e["payload"]) for e in got] == [(2, {"from": "layer"}), (3, {"from": "layer"})]
+
+
 def _overlay_received(session_id, secret, *, after=None, until_seq=None, timeout=10.0):
     """Connect the overlay, read until an event with seq >= until_seq (or nothing for a moment)."""
     async def go():
