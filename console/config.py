@@ -99,9 +99,10 @@ class ConsoleSettings(BaseSettings):
     gc_full_every: int = Field(default=100, ge=10, le=1_000_000, description="Python's third GC threshold in the "
                                "web process and the interactive worker: generation-1 collections per full one "
                                "(Python's default 10)")
-    # E-mail (notifications): Django's mail backend; the default prints each message on the web process's output, so
-    # nothing leaves the machine until a real backend is set. Mail leaves after the change commits; a mail server
-    # that is down is logged, never an error of the change (console.notifications).
+    # E-mail (notifications): Django's mail backend; the default prints each message on the output of the worker that
+    # sends it, so nothing leaves the machine until a real backend is set. Mail is sent by a Celery task on the default
+    # (batch) queue once the change commits (console.tasks.notifications_email): a slow or down mail server never
+    # holds or fails a request; the task retries with growing waits, then gives up (the notification stays in-app).
     email_backend: str = Field(default="django.core.mail.backends.console.EmailBackend",
                                pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$", description="Django EMAIL_BACKEND, e.g. "
                                "django.core.mail.backends.smtp.EmailBackend")
@@ -112,7 +113,12 @@ class ConsoleSettings(BaseSettings):
     email_host_user: str = Field(default="", description="SMTP user")
     email_host_password: str = Field(default="", description="SMTP password")
     email_use_tls: bool = Field(default=False, description="STARTTLS to the SMTP server")
-    email_timeout: int = Field(default=10, ge=1, le=120, description="seconds a slow mail server may hold a request")
+    email_timeout: int = Field(default=10, ge=1, le=120, description="seconds a slow mail server may hold the "
+                               "sending task (a socket operation), before it counts as down")
+    email_retry_s: float = Field(default=30.0, ge=0.1, le=3600, description="wait before the first retry of mail "
+                                 "the server refused for now or could not take; doubled at each retry (up to 30 min)")
+    email_retries: int = Field(default=8, ge=0, le=50, description="retries of notification mail before it is given "
+                               "up (the notifications stay in-app)")
     console_url: str = Field(default="http://localhost:8000", pattern=r"^https?://[^\s/]+",
                              description="the console's address, for the links in notification mail")
     broker_timeout_s: float = Field(default=3.0, gt=1, le=60, description="Redis socket and connect timeout of "

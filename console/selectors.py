@@ -172,10 +172,32 @@ def active_user_ids(ids) -> list[int]:
     return list(get_user_model().objects.filter(pk__in=list(ids), is_active=True).values_list("pk", flat=True))
 
 
-def version_reviewer_ids() -> list[int]:
-    """Everyone whose role may review harness versions (superusers only when a role gives them the right)."""
-    return list(get_user_model().objects.with_perm(roles.REVIEW_VERSION, include_superusers=False)
+def _ids_with_perm(perm: str) -> list[int]:
+    """Everyone active whose role gives ``perm`` (superusers only when a role gives them the right)."""
+    return list(get_user_model().objects.with_perm(perm, include_superusers=False)
                 .filter(is_active=True).values_list("pk", flat=True))
+
+
+def version_reviewer_ids() -> list[int]:
+    """Everyone whose role may review harness versions."""
+    return _ids_with_perm(roles.REVIEW_VERSION)
+
+
+def deployment_reviewer_ids() -> list[int]:
+    """Everyone whose role may approve or reject a deployment change (compliance reviewers, ML leads)."""
+    return _ids_with_perm(roles.REVIEW_DEPLOYMENT)
+
+
+# the timeline actions that put a deployment revision up for review (streams.services.deployments)
+DEPLOYMENT_PROPOSALS = ("deployment.create", "deployment.propose")
+
+
+def deployment_proposer_id(event: AuditEvent) -> int | None:
+    """Who proposed the revision ``event`` decides: the actor of the row that proposed it, read from the timeline
+    (the console imports nothing from the runtime, where revisions live)."""
+    return (AuditEvent.objects.filter(scope=event.scope, target=event.target, action__in=DEPLOYMENT_PROPOSALS,
+                                      id__lt=event.id)
+            .order_by("-id").values_list("actor_id", flat=True).first())
 
 
 def version_author_id(version_id: int | None) -> int | None:

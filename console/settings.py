@@ -240,6 +240,7 @@ DEFAULT_FROM_EMAIL = SERVER_EMAIL = ENV.default_from_email
 EMAIL_HOST, EMAIL_PORT = ENV.email_host, ENV.email_port
 EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = ENV.email_host_user, ENV.email_host_password
 EMAIL_USE_TLS, EMAIL_TIMEOUT = ENV.email_use_tls, ENV.email_timeout
+HAT_EMAIL_RETRY_S, HAT_EMAIL_RETRIES = ENV.email_retry_s, ENV.email_retries  # console.tasks.notifications_email
 HAT_CONSOLE_URL = ENV.console_url.rstrip("/")
 
 AUTH_PASSWORD_VALIDATORS = [

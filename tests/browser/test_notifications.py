@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_reviewer_sees_the_bell_opens_a_notification_and_marks_all_read(page, login, shot, harness_with_history,
-                                                                         manager, reviewer):
+                                                                         manager, reviewer, mail_queue):
     page.clock.install()  # htmx's "every 30s" runs on this clock: the test moves it on instead of waiting
     login(reviewer)
     bell = page.get_by_test_id("bell")
@@ -25,8 +25,11 @@ def test_reviewer_sees_the_bell_opens_a_notification_and_marks_all_read(page, lo
 
     # a new submission while the page is open: the bell picks it up on its next poll
     mail.outbox.clear()
+    mail_queue.clear()
     services.version_submit(user=manager, version=harness_with_history["v3"])
-    assert [m.to for m in mail.outbox] == [["cr_carol@example.test"]]  # after commit, to the reviewer only
+    assert len(mail_queue) == 1 and mail.outbox == []  # queued after commit, sent by the mail task
+    mail_queue.run()
+    assert [m.to for m in mail.outbox] == [["cr_carol@example.test"]]  # to the reviewer only
     page.clock.fast_forward(31_000)
     expect(page.get_by_test_id("bell-count")).to_have_text("3")
 

@@ -1,13 +1,15 @@
 """Notifications derived from the audit timeline (console.services): who is told of what, in-app and by e-mail
-(after commit only, never for a change that rolled back, never failing the change), the bell's unread count, the
-notifications page (newest first, open, mark one/all read, the e-mail choice) and its refusals per role."""
+(queued to a worker after commit only, never for a change that rolled back, never failing or holding the request),
+the bell's unread count, the notifications page (newest first, open, mark one/all read, the e-mail choice) and its
+refusals per role. The mail task's retries, and a real worker sending to a real SMTP server:
+test_notification_mail.py."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from django.urls import reverse
 from console import selectors, services
 from console.models import AuditEvent, Notification, NotificationPreference
 from harness_editor import services as registry
+from tests.console.smtp_server import HungServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,12 +38,19 @@ def draft(manager, demo_manifest):
 # --- who is told -----------------------------------------------------------------------------------------------
 
 def test_a_submitted_version_asks_every_reviewer_but_not_the_author(draft, manager, reviewer, reviewer2, ml_staff,
-                                                                   operator, django_capture_on_commit_callbacks):
+                                                                   operator, settings, mail_queue,
+                                                                   django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         registry.version_submit(user=manager, version=draft)
     assert _texts(reviewer) == ["cm_alice submitted glow-gadget v1 for review"]
     assert _texts(reviewer2) == ["cm_alice submitted glow-gadget v1 for review"]
     assert _texts(manager) == [] and _texts(ml_staff) == [] and _texts(operator) == []
+    # one task for the event, with the notifications' ids, on the batch (default) queue, not the interactive one
+    ids = sorted(Notification.objects.values_list("pk", flat=True))
+    assert mail_queue == [{"args": [ids], "queue": settings.CELERY_TASK_DEFAULT_QUEUE}]
+    assert settings.CELERY_TASK_DEFAULT_QUEUE != settings.INTERACTIVE_QUEUE
+    assert mail.outbox == []  # the request sent nothing itself
+    mail_queue.run()
     n = Notification.objects.get(recipient=reviewer)
     assert n.url == reverse("harness_editor:version", args=["glow-gadget", 1]) and n.kind == "version.submitted"
     assert n.event.action == "version.submitted" and n.read_at is None and n.emailed_at is not None
@@ -63,11 +73,12 @@ def test_a_reviewer_who_authored_the_version_is_not_asked_to_review_it(db, djang
     assert _texts(both) == [] and _texts(reviewer) == ["both_hank submitted mixed v1 for review"]
 
 
-def test_approval_and_rejection_tell_the_author_not_the_reviewers(draft, manager, reviewer, reviewer2,
+def test_approval_and_rejection_tell_the_author_not_the_reviewers(draft, manager, reviewer, reviewer2, mail_queue,
                                                                   demo_manifest, django_capture_on_commit_callbacks):
     registry.version_submit(user=manager, version=draft)
     with django_capture_on_commit_callbacks(execute=True):
         registry.version_approve(user=reviewer, version=draft, comment="claims checked")
+    mail_queue.run()
     assert _texts(manager) == ["cr_carol approved glow-gadget v1"]
     assert [m.to for m in mail.outbox] == [["cm_alice@example.test"]]
     assert "Comment: claims checked" in mail.outbox[0].body
@@ -112,54 +123,64 @@ def test_inactive_people_are_not_notified(draft, manager, reviewer, reviewer2):
 
 # --- e-mail: after commit, to those with an address who did not opt out ----------------------------------------
 
-def test_no_email_address_or_opted_out_means_in_app_only(draft, manager, reviewer, reviewer2,
+def test_no_email_address_or_opted_out_means_in_app_only(draft, manager, reviewer, reviewer2, mail_queue,
                                                           django_capture_on_commit_callbacks):
     reviewer.email = ""
     reviewer.save()
     services.notification_preference_set(user=reviewer2, email=False)
     with django_capture_on_commit_callbacks(execute=True):
         registry.version_submit(user=manager, version=draft)
+    assert [r.result for r in mail_queue.run()] == [0]
     assert _texts(reviewer) and _texts(reviewer2)  # in-app for both
     assert mail.outbox == []
     assert not Notification.objects.filter(emailed_at__isnull=False).exists()
 
 
-def test_nothing_is_written_or_sent_for_a_change_that_rolls_back(draft, manager, reviewer,
+def test_nothing_is_written_or_sent_for_a_change_that_rolls_back(draft, manager, reviewer, mail_queue,
                                                                   django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         with pytest.raises(RuntimeError), transaction.atomic():
             registry.version_submit(user=manager, version=draft)
             assert _texts(reviewer)  # written in the change's transaction ...
             raise RuntimeError("the request failed after the submit")
-    assert callbacks == [] and mail.outbox == []  # ... and gone with it; no e-mail left
+    assert callbacks == [] and mail_queue == [] and mail.outbox == []  # ... and gone with it; no e-mail queued
     assert not Notification.objects.exists() and not AuditEvent.objects.filter(action="version.submitted").exists()
 
 
-def test_email_waits_for_the_commit(draft, manager, reviewer, django_capture_on_commit_callbacks):
+def test_email_waits_for_the_commit(draft, manager, reviewer, mail_queue, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         registry.version_submit(user=manager, version=draft)
-    assert mail.outbox == [] and len(callbacks) == 1  # nothing sent inside the transaction
+    assert mail.outbox == [] and mail_queue == [] and len(callbacks) == 1  # nothing queued inside the transaction
     callbacks[0]()
+    sends = list(mail_queue)
+    mail_queue.run()
     assert [m.to for m in mail.outbox] == [["cr_carol@example.test"]]
-    callbacks[0]()  # run twice (a retry): each notification is mailed once
+    mail_queue.extend(sends)  # the same task delivered twice (a redelivery): each notification is mailed once
+    assert [r.result for r in mail_queue.run()] == [0]
     assert len(mail.outbox) == 1
 
 
-def test_a_mail_server_that_is_down_never_fails_the_change(draft, manager, reviewer, settings, client,
-                                                           django_capture_on_commit_callbacks):
-    with socket.socket() as s:  # a port nothing listens on: the real SMTP backend gets "connection refused"
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
-    client.force_login(manager)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(reverse("harness_editor:submit", args=["glow-gadget", 1]))
-    assert response.status_code == 302
-    draft.refresh_from_db()
-    assert draft.status == "submitted"
-    n = Notification.objects.get(recipient=reviewer)
-    assert n.emailed_at is None  # not sent, and says so
+def test_a_hung_mail_server_neither_holds_nor_fails_the_request(draft, manager, reviewer, settings, client,
+                                                                 mail_queue, django_capture_on_commit_callbacks):
+    """The real SMTP backend pointed at a server that never answers: the request (the submit page, its after-commit
+    work included) returns at once; the worker's try waits for the server until its timeout (retries:
+    test_notification_mail.py; here none, so that it ends)."""
+    settings.HAT_EMAIL_RETRIES = 0
+    with HungServer() as hung:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", hung.port, 5
+        client.force_login(manager)
+        started = time.monotonic()
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(reverse("harness_editor:submit", args=["glow-gadget", 1]))
+        took = time.monotonic() - started
+        assert response.status_code == 302 and took < 3.5, f"the request took {took:.1f} s"  # mail's timeout: 5 s
+        draft.refresh_from_db()
+        assert draft.status == "submitted" and len(mail_queue) == 1
+        started = time.monotonic()
+        [result] = mail_queue.run()  # the worker's try: waits for the greeting until the timeout, then gives up
+        assert result.state == "SUCCESS" and result.result == 0 and time.monotonic() - started >= 4.5
+    assert Notification.objects.get(recipient=reviewer).emailed_at is None  # not sent, and says so
 
 
 def test_email_settings_come_from_the_environment():
@@ -299,7 +320,7 @@ def test_someone_elses_notification_is_not_found(client, harness_with_history, m
     assert theirs.read_at is None
 
 
-def test_the_email_choice(client, manager, reviewer, draft, django_capture_on_commit_callbacks):
+def test_the_email_choice(client, manager, reviewer, draft, mail_queue, django_capture_on_commit_callbacks):
     client.force_login(reviewer)
     assert b"also e-mailed to cr_carol@example.test" in client.get(reverse("notifications")).content
     assert client.post(reverse("notification_email"), {"email": "maybe"}).status_code == 400
@@ -308,6 +329,7 @@ def test_the_email_choice(client, manager, reviewer, draft, django_capture_on_co
     assert b"no longer be e-mailed" in response.content and b"not e-mailed to you" in response.content
     with django_capture_on_commit_callbacks(execute=True):
         registry.version_submit(user=manager, version=draft)
+    mail_queue.run()
     assert mail.outbox == [] and _texts(reviewer)
     client.post(reverse("notification_email"), {"email": "on"})
     assert selectors.notification_email_enabled(user=reviewer)
