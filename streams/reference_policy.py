@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -222,11 +223,15 @@ def tool_result_text(result: dict[str, Any]) -> str:
     return json.dumps(result, ensure_ascii=False, separators=(", ", ": "))
 
 
-def gold_trajectory(manifest: Manifest, room: dict[str, Any], comment: GoldComment) -> GoldTrajectory:
-    """The gold turn for one comment. The room is deep-copied: bindings may mutate their room."""
+def gold_trajectory(manifest: Manifest, room: dict[str, Any], comment: GoldComment,
+                    history: Sequence[dict[str, Any]] = ()) -> GoldTrajectory:
+    """The gold turn for one comment. The room is deep-copied: bindings may mutate their room. ``history``: earlier
+    turns as the preview room and live sessions send them (plain user/assistant messages, the renderer puts them
+    between the system message and this comment)."""
     room = copy.deepcopy(room)
     intent = comment.intent
-    rendered = render_prompt(manifest, room=room, comments=[{"viewer": comment.viewer, "text": comment.text}])
+    rendered = render_prompt(manifest, room=room, comments=[{"viewer": comment.viewer, "text": comment.text}],
+                             history=history)
     messages = list(rendered.messages)
 
     skill_id = pick_reply_skill(manifest, intent)

@@ -95,8 +95,8 @@ class TrainedModels:
 # --- what a model was trained on ------------------------------------------------------------------------------
 # Recorded by training: a stage's dataset names its sources (training_jobs.schemas.Sources: demo manifests, tiny gold
 # turns, approved versions 'slug@number', recorded preview rooms, written turns); a model carries what its whole
-# lineage saw. The committed demo checkpoint has no dataset row: its pipeline trains on the tiny gold generator's
-# manifest (training_jobs.tiny_model.gold.TINY_MANIFEST; models/demo-tiny/MODEL_CARD.md).
+# lineage saw. The committed demo checkpoint has no dataset row: its pipeline records the demo manifests its stages
+# trained on in its metrics.json (trained_manifests; a checkpoint from before that record: tiny_room; MODEL_CARD.md).
 
 Record = tuple[set[str], set[str], list[str]]  # slugs, manifest hashes, in words
 
@@ -158,8 +158,30 @@ def _demo_manifest_record(name: str) -> Record:
     return set(), {digest} if digest else set(), [f"the demo manifest {name} (harness_editor/demo/{name}.yaml)"]
 
 
+def demo_checkpoint_manifests() -> list[str]:
+    """The demo manifests the committed checkpoint's lineage trained on, as its pipeline recorded them in
+    ``metrics.json`` (``trained_manifests``); the tiny room for a checkpoint from before that record."""
+    import json
+
+    try:
+        names = json.loads((_demo_dir() / "metrics.json").read_text(encoding="utf-8")).get("trained_manifests")
+    except (OSError, ValueError, AttributeError):
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
+        return ["tiny_room"]
+    return names
+
+
 def _demo_checkpoint_record() -> Record:
-    return _demo_manifest_record("tiny_room")
+    slugs: set[str] = set()
+    hashes: set[str] = set()
+    words: list[str] = []
+    for name in demo_checkpoint_manifests():
+        rec = _demo_manifest_record(name)
+        slugs |= rec[0]
+        hashes |= rec[1]
+        words += rec[2]
+    return slugs, hashes, words
 
 
 def _version_record(ref: str) -> Record:

@@ -48,6 +48,31 @@ def comment_of(room) -> dict:
 
 
 @pytest.fixture
+def order_desk(manager, reviewer, demo_manifest):
+    """A harness the demo model never saw (a customer-service agent): v1 approved and in production, v2 a draft."""
+    from harness_editor import services as editor
+
+    v1 = editor.harness_create(user=manager, slug="order-desk", name="Order desk", manifest=demo_manifest("order_desk"))
+    editor.version_submit(user=manager, version=v1)
+    v1 = editor.version_approve(user=reviewer, version=v1)
+    editor.label_move(user=reviewer, harness=v1.harness, name="production", version=v1)
+    manifest = demo_manifest("order_desk").model_copy(update={"description": "a reworded draft"})
+    v2 = editor.version_create_draft(user=manager, harness=v1.harness, manifest=manifest, parent=v1)
+    return {"v1": v1, "v2": v2}
+
+
+def glow_expected_level(number: int) -> str | None:
+    """What the notice says on glow-gadget v<number> (harness_editor/demo/skincare_v<number>.yaml) for the committed
+    demo model: nothing when its lineage trained on that version, "info" when on another version, else "warning"."""
+    from training_jobs.model_artefacts import demo_checkpoint_manifests
+
+    trained = demo_checkpoint_manifests()
+    if f"skincare_v{number}" in trained:
+        return None
+    return "info" if any(name.startswith("skincare_v") for name in trained) else "warning"
+
+
+@pytest.fixture
 def tiny_room(manager, demo_manifest):
     """The lean harness the committed demo model was trained on (a draft: no production label)."""
     from harness_editor import services as editor
@@ -90,16 +115,33 @@ def test_links_from_the_version_page_and_the_editor(client, manager, harness_wit
 # --- the page before sending ---------------------------------------------------------------------------------------
 
 
-def test_page_says_what_runs_and_that_the_model_never_saw_the_harness(client, manager, harness_with_history):
+def test_page_says_what_runs_and_that_the_model_never_saw_the_harness(client, manager, order_desk):
     client.force_login(manager)
-    body = client.get(try_url("glow-gadget", 3)).content.decode()
+    body = client.get(try_url("order-desk", 2)).content.decode()
     assert "beside production (v1)" in body and "Send to both" in body
     endpoint = try_draft_endpoint()
     assert endpoint.model == settings.HAT_LOCAL_MODEL_NAME  # the default preview endpoint: the demo model
     assert 'data-testid="model-fit"' in body and 'data-level="warning"' in body
-    assert "was not trained on glow-gadget" in body and "tiny_room" in body
+    assert "was not trained on order-desk" in body and "tiny_room" in body
     assert "Expect its turns to fall back" in body  # nothing recorded yet: what to expect, before sending
     assert 'data-testid="try-columns"' not in body  # nothing sent yet
+
+
+@pytest.mark.parametrize("number", [1, 2, 3])
+def test_the_glow_gadget_notice_follows_what_the_demo_model_was_trained_on(client, manager, harness_with_history,
+                                                                          number):
+    """The notice follows the manifests the committed checkpoint's lineage trained on (its metrics.json,
+    ``trained_manifests``; the tiny room only before the glow-gadget stage): no notice on a version it trained on,
+    "info" on another version of a harness it knows (v3 renames the tools), "warning" on a harness it never saw."""
+    expected = glow_expected_level(number)
+    fit = model_fit(endpoint=try_draft_endpoint(), version=harness_with_history[f"v{number}"])
+    client.force_login(manager)
+    body = client.get(try_url("glow-gadget", number)).content.decode()
+    if expected is None:
+        assert fit is None and 'data-testid="model-fit"' not in body
+    else:
+        assert fit.level == expected and f'data-level="{expected}"' in body
+        assert (f"not on v{number}" if expected == "info" else "was not trained on glow-gadget") in fit.headline
 
 
 def test_no_notice_on_the_harness_the_model_was_trained_on(client, manager, tiny_room, enqueued, send):
@@ -197,12 +239,12 @@ def test_rooms_in_the_address_must_be_the_users_own(client, manager, manager2, h
 # --- the notice on the preview room page; what the registry says ---------------------------------------------------
 
 
-def test_preview_room_page_says_it_too(client, manager, harness_with_history, tiny_room):
+def test_preview_room_page_says_it_too(client, manager, order_desk, tiny_room):
     client.force_login(manager)
-    glow = services.preview_open(user=manager, version=harness_with_history["v1"])
-    body = client.get(reverse("streams:preview_room", args=[glow.pk])).content.decode()
-    assert 'data-testid="model-fit"' in body and "was not trained on glow-gadget" in body
-    assert "(here: tiny-room v1)" in body  # the manifest it saw, as a harness of this console
+    desk = services.preview_open(user=manager, version=order_desk["v1"])
+    body = client.get(reverse("streams:preview_room", args=[desk.pk])).content.decode()
+    assert 'data-testid="model-fit"' in body and "was not trained on order-desk" in body
+    assert "(here: " in body and "tiny-room v1)" in body  # the manifest it saw, as a harness of this console
     tiny = services.preview_open(user=manager, version=tiny_room)
     assert 'data-testid="model-fit"' not in client.get(reverse("streams:preview_room", args=[tiny.pk])).content.decode()
 
@@ -254,7 +296,7 @@ def test_real_turns_side_by_side_on_the_local_model(request, client, manager, ha
     assert outcomes["draft"][0] == 3 and outcomes["production"][0] == 1
     assert outcomes["draft"][1] == outcomes["production"][1]  # the same room state, as the turns started
     fit = model_fit(endpoint=ModelEndpoint.objects.get(pk=endpoint.pk), version=harness_with_history["v3"])
-    assert fit.level == "warning" and fit.evidence["turns"] == 2
+    assert fit.level == glow_expected_level(3) and fit.evidence["turns"] == 2
     assert fit.evidence["fallbacks"] == sum(1 for o in outcomes.values() if o[2])
     assert "recorded turns of glow-gadget on this model" in fit.expectation
     body = client.get(try_url("glow-gadget", 3)).content.decode()

@@ -125,3 +125,29 @@ def test_room_is_not_mutated(tiny, room):
     before = json.dumps(room, sort_keys=True)
     gold_trajectory(tiny, room, GoldComment("any coupons?", "coupon", "kim"))
     assert json.dumps(room, sort_keys=True) == before
+
+
+@pytest.mark.parametrize("name", ["skincare_v1", "skincare_v2", "skincare_v3"])
+def test_glow_gadget_gold_turns_use_its_own_skills_tools_and_argument_names(name, demo_manifest, room):
+    """The flagship harness's gold turns (the demo model's third stage trains on them): its reply skills, its product
+    tools by binding id (v3 renames them and asks for stock by item_id), the exact figures."""
+    m = demo_manifest(name)
+    price = gold_trajectory(m, room, GoldComment("how much is #102?", "price", "ann", link_id=102))
+    stock = gold_trajectory(m, room, GoldComment("how many #202 left?", "stock", "ann", link_id=202))
+    product_tool = "get_product_details" if name == "skincare_v3" else "lookup_product"
+    assert [c["name"] for c in _calls(price)] == ["load_skill", product_tool]
+    assert json.loads(_calls(price)[0]["arguments"]) == {"skill_id": "price_stock_qa"}
+    assert json.loads(_calls(stock)[1]["arguments"]) == ({"item_id": 202} if name == "skincare_v3" else {"link_id": 202})
+    assert price.facts == ["29"] and "$29" in price.reply and stock.facts == ["6"] and "6 left" in stock.reply
+    shipping = gold_trajectory(m, room, GoldComment("shipping to Alaska?", "shipping", "ann", region="Alaska"))
+    assert [c["name"] for c in _calls(shipping)] == ["load_skill", "get_shipping_policy"]
+    assert json.loads(_calls(shipping)[0]["arguments"]) == {"skill_id": "shipping_after_sales"}
+
+
+def test_history_goes_between_the_system_message_and_the_comment(demo_manifest, room):
+    history = [{"role": "user", "content": "[bo] hi"}, {"role": "assistant", "content": "Hi bo, welcome to the room!"}]
+    t = gold_trajectory(demo_manifest("skincare_v1"), room, GoldComment("price of #101", "price", "ann", link_id=101),
+                        history=history)
+    assert [m["role"] for m in t.messages[:4]] == ["system", "user", "assistant", "user"]
+    assert t.messages[1:3] == history and t.messages[3]["content"] == "[ann] price of #101"
+    assert t.messages[-1]["content"] == t.reply and "19.9" in t.reply

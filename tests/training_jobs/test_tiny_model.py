@@ -116,3 +116,77 @@ def test_second_stage_continues_a_checkpoint_and_records_its_lineage(small_model
     assert "trained in 2 stages" in card and first["command"] in card and second["command"] in card
     saved = json.loads((tmp_path / "stage2" / "metrics.json").read_text())
     assert set(saved["metrics_summary"]) >= {"right_tool_and_link_id", "right_link_id_by_name"}
+
+
+# --- the gold data over several harnesses (the third stage: tiny room + glow-gadget) ---------------------------------
+
+
+def test_a_tiny_room_only_mix_is_the_earlier_stages_data():
+    from training_jobs.tiny_model.gold import generate, generate_mix
+
+    for split in ("train", "heldout", "heldout_ids"):
+        assert [t.messages for t in generate_mix(12, seed=0, split=split)] == \
+            [t.messages for t in generate(12, seed=0, split=split)]
+
+
+def test_a_mix_shares_out_samples_by_harness_with_earlier_turns_where_the_harness_sends_them():
+    from training_jobs.tiny_model.gold import generate_mix, load_demo_manifest, parse_mix
+    from training_jobs.tiny_model.train import dataset_rows
+
+    mix = parse_mix("tiny_room=2,skincare_v1=1,skincare_v2=1")
+    assert mix == {"tiny_room": 0.5, "skincare_v1": 0.25, "skincare_v2": 0.25}
+    trajs = generate_mix(80, seed=0, mix=mix)
+    assert [t.messages for t in trajs] == [t.messages for t in generate_mix(80, seed=0, mix=mix)]  # deterministic
+    by = {name: [t for t in trajs if t.meta["harness"] == name] for name in mix}
+    assert {name: len(ts) for name, ts in by.items()} == {"tiny_room": 40, "skincare_v1": 20, "skincare_v2": 20}
+    for name, ts in by.items():
+        tool_names = {tool["function"]["name"] for tool in ts[0].tools}
+        assert tool_names == {t.name for t in load_demo_manifest(name).tools} | {"load_skill"}
+    assert not any(t.meta["history_turns"] for t in by["tiny_room"])  # history_turns: 0 in its manifest
+    with_history = [t for t in by["skincare_v1"] + by["skincare_v2"] if t.meta["history_turns"]]
+    assert with_history and all(1 <= t.meta["history_turns"] <= 3 for t in with_history)
+    t = with_history[0]
+    assert [m["role"] for m in t.messages[1:1 + 2 * t.meta["history_turns"]]] == ["user", "assistant"] * \
+        t.meta["history_turns"]
+    rows = dataset_rows(8, 0, mix)
+    assert len(rows) == 8 and all(json.loads(r["messages"])[0]["role"] == "system" for r in rows)
+
+
+@pytest.mark.parametrize("text, error", [("nope=1", "no demo manifest 'nope'"), ("tiny_room=0", "must be > 0"),
+                                         ("tiny_room=x", "not name=share"), ("", "no manifest named")])
+def test_a_bad_mix_says_what_is_wrong(text, error):
+    from training_jobs.tiny_model.gold import parse_mix
+
+    with pytest.raises(ValueError, match=error):
+        parse_mix(text)
+
+
+def test_a_stage_on_glow_gadget_records_it_and_is_evaluated_on_it(small_model, tmp_path):
+    """A stage whose mix adds glow-gadget: its held-out figures per harness, the manifests the whole lineage trained
+    on (what the model registry tells the preview room), the command with its mix, and the card's table."""
+    from training_jobs.tiny_model.pipeline import run
+
+    first = run(max_steps=1, train_samples=4, eval_n=1, work_dir=tmp_path / "w1", out_dir=tmp_path / "stage1",
+                init_from=small_model, log=lambda *_: None)
+    assert first["trained_manifests"] == ["tiny_room"] and first["metrics"]["harnesses"] == {}
+    mix = {"tiny_room": 0.5, "skincare_v1": 0.5}
+    second = run(max_steps=1, train_samples=4, eval_n=1, work_dir=tmp_path / "w2", out_dir=tmp_path / "stage2",
+                 init_from=tmp_path / "stage1", learning_rate=1e-3, mix=mix, log=lambda *_: None)
+    assert second["trained_manifests"] == ["tiny_room", "skincare_v1"]
+    assert "--mix tiny_room=0.5,skincare_v1=0.5" in second["command"]
+    glow = second["metrics"]["harnesses"]["skincare_v1"]
+    assert glow["harness"] == "skincare_v1" and glow["heldout_trajectories"] == 1
+    card = (tmp_path / "stage2" / "MODEL_CARD.md").read_text()
+    assert "flagship harness `glow-gadget`" in card and "| metric | skincare_v1 |" in card
+    assert "trained in 2 stages" in card and second["command"] in card
+
+
+def test_the_registry_reads_what_the_committed_checkpoint_trained_on(tmp_path, monkeypatch):
+    from training_jobs import model_artefacts
+
+    monkeypatch.setattr(model_artefacts, "_demo_dir", lambda: tmp_path)
+    assert model_artefacts.demo_checkpoint_manifests() == ["tiny_room"]  # no metrics.json: the first recipe
+    (tmp_path / "metrics.json").write_text(json.dumps({"trained_manifests": ["tiny_room", "skincare_v1"]}))
+    assert model_artefacts.demo_checkpoint_manifests() == ["tiny_room", "skincare_v1"]
+    slugs, hashes, words = model_artefacts._demo_checkpoint_record()
+    assert len(hashes) == 2 and any("skincare_v1" in w for w in words)

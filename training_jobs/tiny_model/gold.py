@@ -13,6 +13,11 @@ Split: ``train`` and ``heldout`` use disjoint comment phrasings, disjoint viewer
 ``heldout_ids`` keeps the training phrasings and viewers but uses held-out rooms and link ids: it separates
 "copies unseen ids and values" from "understands unseen phrasings". Everything is a pure function of
 ``seed`` (each split has its own random stream).
+
+Other harnesses (issue 14: the flagship ``glow-gadget``, seeded by seed_demo from ``skincare_v1..v3``) come from the
+same generator with their own manifest and random stream (:func:`generate_mix`); the tiny room's stream is unchanged,
+so its held-out sets are the ones the earlier stages were measured on. A harness with a dialogue history
+(``constraints.history_turns`` > 0, as the preview room sends it) gets earlier turns in a share of its samples.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any, Literal
 
 import yaml
 
+from harness_editor.render import render_comments
 from harness_editor.schemas import Manifest, manifest_from_yaml
+
 # How a viewer may name each product of a room ("the dryer"): one implementation, shared with the reply rules.
 from streams.engine.rules.entities import product_aliases
 from streams.reference_policy import GoldComment, GoldTrajectory, gold_trajectory, short_title  # noqa: F401
@@ -35,6 +42,15 @@ TINY_MANIFEST = DEMO_DIR / "tiny_room.yaml"
 DEMO_ROOM = DEMO_DIR / "room.yaml"
 
 Split = Literal["train", "heldout", "heldout_ids"]
+
+TINY_ROOM = "tiny_room"
+# The flagship harness as seed_demo seeds it: glow-gadget v1 (production), v2 (staging), v3 (in review).
+GLOW_GADGET_MANIFESTS = ("skincare_v1", "skincare_v2", "skincare_v3")
+TINY_ONLY_MIX: dict[str, float] = {TINY_ROOM: 1.0}
+# Share of samples, on a harness that sends a dialogue history, that carry 1-3 earlier turns (the preview room's
+# second and later comments): without them the model has only ever seen a first comment.
+HISTORY_SHARE = 0.3
+MAX_HISTORY_TURNS = 3
 
 # --- comment templates (train and held-out never share a phrasing) --------------------------------------
 
@@ -172,6 +188,39 @@ def load_tiny_manifest() -> Manifest:
     return manifest_from_yaml(TINY_MANIFEST.read_text(encoding="utf-8"))
 
 
+def load_demo_manifest(name: str) -> Manifest:
+    """``harness_editor/demo/<name>.yaml`` (``tiny_room``, ``skincare_v1``, …)."""
+    path = DEMO_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"no demo manifest {name!r} (harness_editor/demo/{name}.yaml)")
+    return manifest_from_yaml(path.read_text(encoding="utf-8"))
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``"tiny_room=0.4,skincare_v1=0.3"`` → shares of each demo manifest (normalised to sum 1)."""
+    mix: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, share = part.partition("=")
+        try:
+            value = float(share) if share else 1.0
+        except ValueError:
+            raise ValueError(f"mix: {part!r} is not name=share") from None
+        if value <= 0:
+            raise ValueError(f"mix: the share of {name.strip()!r} must be > 0")
+        load_demo_manifest(name.strip())  # an unknown name fails here, with its path
+        mix[name.strip()] = value
+    if not mix:
+        raise ValueError("mix: no manifest named")
+    total = sum(mix.values())
+    return {k: v / total for k, v in mix.items()}
+
+
+def format_mix(mix: dict[str, float]) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in mix.items())
+
+
 def load_demo_room() -> dict[str, Any]:
     return yaml.safe_load(DEMO_ROOM.read_text(encoding="utf-8"))
 
@@ -302,27 +351,81 @@ def make_comment(rng: random.Random, split: Split, intent: str, room: dict[str, 
     )
 
 
-def generate(n: int, *, seed: int = 0, split: Split = "train", manifest: Manifest | None = None) -> list[GoldTrajectory]:
-    """``n`` gold trajectories for ``split``, deterministic in ``seed``."""
-    manifest = manifest or load_tiny_manifest()
-    reserved = heldout_link_ids(seed)
-    rng = random.Random(f"gold-{split}-{seed}")
+def _history(rng: random.Random, split: Split, manifest: Manifest, room: dict[str, Any],
+             askable: list[int]) -> list[dict[str, Any]]:
+    """1-3 earlier turns in this room as the preview room sends them: the comment line, then the final reply."""
     intents = list(INTENT_WEIGHTS)
     weights = [INTENT_WEIGHTS[i] for i in intents]
+    turns = rng.randint(1, min(MAX_HISTORY_TURNS, manifest.constraints.history_turns))
+    messages: list[dict[str, Any]] = []
+    for _ in range(turns):
+        comment = make_comment(rng, split, rng.choices(intents, weights)[0], room, askable)
+        earlier = gold_trajectory(manifest, room, comment)
+        line = render_comments([{"viewer": comment.viewer, "text": comment.text}],
+                               speaker_label=manifest.conventions.speaker_label)
+        messages += [{"role": "user", "content": line}, {"role": "assistant", "content": earlier.reply}]
+    return messages
+
+
+def generate(n: int, *, seed: int = 0, split: Split = "train", manifest: Manifest | None = None, stream: str = "",
+             history_share: float = 0.0) -> list[GoldTrajectory]:
+    """``n`` gold trajectories for ``split``, deterministic in ``seed``. ``stream`` names another random stream (one
+    per harness: "" is the tiny room's, unchanged since the first stage); ``history_share``: see :data:`HISTORY_SHARE`
+    (only on a manifest with ``history_turns`` > 0)."""
+    manifest = manifest or load_tiny_manifest()
+    reserved = heldout_link_ids(seed)
+    rng = random.Random(f"gold-{split}-{seed}" + (f"-{stream}" if stream else ""))
+    intents = list(INTENT_WEIGHTS)
+    weights = [INTENT_WEIGHTS[i] for i in intents]
+    with_history = history_share > 0 and manifest.constraints.history_turns > 0
     out = []
     for _ in range(n):
         room, askable = _room_for(rng, split, reserved)
         intent = rng.choices(intents, weights)[0]
         comment = make_comment(rng, split, intent, room, askable)
-        traj = gold_trajectory(manifest, copy.deepcopy(room), comment)
+        history = _history(rng, split, manifest, room, askable) if with_history and rng.random() < history_share \
+            else []
+        traj = gold_trajectory(manifest, copy.deepcopy(room), comment, history)
         traj.meta.update(
             {"split": split, "seed": seed, "comment": comment.text, "viewer": comment.viewer,
-             "link_id": comment.link_id, "room": room,
+             "link_id": comment.link_id, "room": room, "harness": stream or TINY_ROOM,
+             "history_turns": len(history) // 2,
              # how the viewer pointed at the product: by its link id, or by name ("the serum")
              "mention": None if comment.link_id is None else (
                  "link" if str(comment.link_id) in comment.text else "name")}
         )
         out.append(traj)
+    return out
+
+
+def generate_harness(name: str, n: int, *, seed: int = 0, split: Split = "train",
+                     history_share: float = HISTORY_SHARE) -> list[GoldTrajectory]:
+    """``n`` gold trajectories on the demo manifest ``name``, on that harness's own random stream."""
+    stream = "" if name == TINY_ROOM else name
+    return generate(n, seed=seed, split=split, manifest=load_demo_manifest(name), stream=stream,
+                    history_share=history_share)
+
+
+def mix_counts(n: int, mix: dict[str, float]) -> dict[str, int]:
+    """``n`` samples shared out by ``mix`` (largest remainders, in the mix's order on ties)."""
+    raw = {k: n * v / sum(mix.values()) for k, v in mix.items()}
+    counts = {k: int(v) for k, v in raw.items()}
+    for k in sorted(raw, key=lambda k: counts[k] - raw[k])[: n - sum(counts.values())]:
+        counts[k] += 1
+    return counts
+
+
+def generate_mix(n: int, *, seed: int = 0, split: Split = "train", mix: dict[str, float] | None = None,
+                 history_share: float = HISTORY_SHARE) -> list[GoldTrajectory]:
+    """``n`` gold trajectories over several demo manifests (shares in ``mix``), shuffled together. A tiny-room-only
+    mix is exactly :func:`generate` (the earlier stages' data)."""
+    mix = mix or TINY_ONLY_MIX
+    if list(mix) == [TINY_ROOM]:
+        return generate(n, seed=seed, split=split)
+    out: list[GoldTrajectory] = []
+    for name, count in mix_counts(n, mix).items():
+        out += generate_harness(name, count, seed=seed, split=split, history_share=history_share)
+    random.Random(f"gold-mix-{split}-{seed}").shuffle(out)
     return out
 
 

@@ -51,6 +51,8 @@ def export(src: str | Path, dst: str | Path = DEMO_MODEL_DIR) -> Path:
 
 # The first demo checkpoint's commit (its metrics.json predates recording commits).
 FIRST_STAGE_COMMIT = "001d247"
+# What the stages before the gold data had other harnesses trained on: the tiny room only.
+EARLY_STAGES_MANIFESTS = ("tiny_room",)
 SUMMARY_KEYS = ("well_formed_tool_calls", "right_tool_and_link_id", "right_tool_and_link_id_by_link",
                 "right_link_id_by_name",
                 "exact_value_replies", "right_skill", "end_to_end_exact")
@@ -71,7 +73,10 @@ def _git_commit() -> str | None:
 
 
 def reproduce_command(max_steps: int, train_samples: int, seed: int, stopped_at: int | None = None,
-                      init_from: str | None = None, learning_rate: float | None = None) -> str:
+                      init_from: str | None = None, learning_rate: float | None = None,
+                      mix: dict[str, float] | None = None) -> str:
+    from training_jobs.tiny_model.gold import TINY_ONLY_MIX, format_mix
+
     cmd = (
         "HF_HUB_OFFLINE=1 .venv/bin/python manage.py train_demo_model "
         f"--max-steps {max_steps} --train-samples {train_samples} --seed {seed}"
@@ -80,6 +85,8 @@ def reproduce_command(max_steps: int, train_samples: int, seed: int, stopped_at:
         cmd += f" --init-from {init_from}"
     if learning_rate is not None:
         cmd += f" --learning-rate {learning_rate:g}"
+    if mix and mix != TINY_ONLY_MIX:
+        cmd += f" --mix {format_mix(mix)}"
     if stopped_at is not None and stopped_at < max_steps:
         cmd += f" --stop-after-steps {stopped_at}"
     return cmd
@@ -94,18 +101,26 @@ def write_model_card(dst: str | Path, info: dict[str, Any]) -> Path:
     def pct(x: Any) -> str:
         return "n/a" if x is None else f"{100 * x:.0f} %"
 
+    manifests = info.get("trained_manifests") or list(EARLY_STAGES_MANIFESTS)
+    glow = [n for n in manifests if n != "tiny_room"]
+    if glow:
+        harness_words = ("on the lean demo harness (`harness_editor/demo/tiny_room.yaml`, seeded as `tiny-room`) "
+                         "and on the flagship harness `glow-gadget` (" + ", ".join(f"`{n}.yaml`" for n in glow)
+                         + "; seed_demo seeds them as its v1 production, v2 staging and v3 in review)")
+    else:
+        harness_words = "on the lean demo harness (`harness_editor/demo/tiny_room.yaml`)"
     lines = [
         "# demo-tiny — the project's own tiny chat model (CPU demo)",
         "",
         "A from-scratch Qwen3-architecture model of about "
-        f"{info.get('params', 0) / 1e6:.2f} M parameters that plays the live-room host on the lean demo harness",
-        "(`harness_editor/demo/tiny_room.yaml`): it loads a reply skill, calls the product tool with the link id",
+        f"{info.get('params', 0) / 1e6:.2f} M parameters that plays the live-room host {harness_words}:",
+        "it loads a reply skill, calls the product tool with the link id",
         "from the comment, and states the price or stock from the tool result in one sentence. It exists so a",
         "fresh clone with no GPU and no model hub replies for real; it is not a general assistant.",
         "",
         "## Recipe",
         "",
-        f"- Tokenizer: byte-level BPE trained offline with `tokenizers` on the project's own text (demo manifests,",
+        "- Tokenizer: byte-level BPE trained offline with `tokenizers` on the project's own text (demo manifests,",
         f"  demo room, rendered gold turns), {spec.get('vocab_size')} merges target, pieces split at line breaks,",
         "  **every digit its own token**; special tokens of the qwen3 template; eos `<|im_end|>`, pad `<|endoftext|>`.",
         "- Chat template: built with the qwen3 template shipped inside the installed `trl` package (read at build",
@@ -116,12 +131,17 @@ def write_model_card(dst: str | Path, info: dict[str, Any]) -> Path:
         "- Data: gold turns written by the **reference policy** (`streams/reference_policy.py`, a rule-based",
         "  gold-data tool, not a model) over seeded rooms (random link ids, prices, stock, coupons, shipping; 20 %",
         "  the demo room) and templated comments; prompts are exactly what `harness_editor.render.render_prompt`",
-        "  makes for the lean demo manifest; tool results come from the real `streams.bindings`.",
+        "  makes for the demo manifests; tool results come from the real `streams.bindings`.",
         "  Intents: price, stock, shipping, coupon, chit-chat, compliance trap.",
+        f"  This stage's mix of manifests: `{', '.join(f'{k} {100 * v:.0f} %' for k, v in (t.get('spec', {}).get('mix') or {'tiny_room': 1.0}).items())}`;",
+        f"  on a harness that sends earlier turns (glow-gadget: `history_turns` 6), "
+        f"{100 * (t.get('spec', {}).get('history_share') or 0):.0f} % of its samples carry 1-3 of them",
+        "  (plain comment/reply pairs, as the preview room sends them).",
         f"- Training: TRL `SFTTrainer`, {t.get('steps')} steps (cosine schedule planned for "
         f"{info.get('planned_steps')}; stopped by the time budget when fewer), batch "
         f"{info.get('batch_size')}, lr {info.get('learning_rate')} cosine, 5 % warm-up, no weight decay,",
-        f"  assistant-only loss, CPU ({t.get('spec', {}).get('threads', 2)} thread(s), fp32).",
+        f"  assistant-only loss, max length {t.get('spec', {}).get('max_length', 768)} tokens, batches grouped by "
+        f"length, CPU ({t.get('spec', {}).get('threads', 2)} thread(s), fp32).",
         f"- Wall time: {t.get('wall_s')} s on a 2-core CPU shared with other work; final logged training loss "
         f"{round(t.get('final_logged_loss') or 0, 4)}.",
         "",
@@ -154,6 +174,40 @@ def write_model_card(dst: str | Path, info: dict[str, Any]) -> Path:
         f"Trajectories: {m.get('heldout_trajectories')} + {h.get('heldout_trajectories')}; counts "
         f"{json.dumps(m.get('counts'))} / {json.dumps(h.get('counts'))}. Full results: `metrics.json`.",
         "",
+    ]
+    other = m.get("harnesses") or {}
+    before = m.get("harnesses_before") or {}  # the same figures for the checkpoint a stage continued, when measured
+    if other:
+        names = list(other)
+        lines += [
+            "### The flagship harness (glow-gadget)",
+            "",
+            "The same held-out protocol (held-out phrasings, viewer names and link ids) on each glow-gadget version",
+            "it was trained on, with its own prompt (~950-1,030 tokens before the comment) and tools; a share of",
+            "the samples carry earlier turns, as the preview room sends them (only the last comment is scored).",
+            "",
+            "| metric | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for key, label in (
+            ("well_formed_tool_calls", "well-formed tool calls"),
+            ("right_tool_and_link_id", "right tool and link id (product-tool steps)"),
+            ("exact_value_replies", "replies stating the exact price / stock from the tool result"),
+            ("right_skill", "right reply skill loaded"),
+            ("end_to_end_exact", "free-running price/stock turns ending with the exact number"),
+        ):
+            lines.append(f"| {label} | " + " | ".join(
+                pct(other[n].get(key)) + (f" (was {pct(before[n].get(key))})" if n in before else "")
+                for n in names) + " |")
+        lines += [
+            "",
+            *(["\"was\": the checkpoint this stage continued, measured the same way (`metrics.json`: "
+               "`harnesses_before`).", ""] if before else []),
+            "Trajectories: " + ", ".join(f"{n} {other[n].get('heldout_trajectories')} "
+                                         f"({other[n].get('with_history')} with earlier turns)" for n in names) + ".",
+            "",
+        ]
+    lines += [
         "Chat template: this directory serves trl's `qwen3_training.jinja` (the qwen3 template variant TRL",
         "itself trains qwen3-template models on: every assistant turn starts with an empty think block). The",
         "model was built with trl's plain `qwen3.jinja` (so TRL recognises it) and trained through that variant.",
@@ -212,8 +266,10 @@ def write_model_card(dst: str | Path, info: dict[str, Any]) -> Path:
         "",
         "## Limits",
         "",
-        "- Trained on one lean harness: renamed tools or a long harness are out of distribution (no model of",
-        "  this size copied an unseen tool name within a CPU budget; see ../shared/STACK.md).",
+        f"- Trained on {len(manifests)} fixed harness{'es' if len(manifests) != 1 else ''} ({', '.join(manifests)}): "
+        "other harnesses, renamed tools or reworded prompts",
+        "  are out of distribution (no model of this size copied an unseen tool name within a CPU budget; see",
+        "  ../shared/STACK.md). An edited glow-gadget draft is a new manifest too: the preview says so.",
         "- Clients must send earlier assistant turns of a tool loop as plain messages (content + tool_calls);",
         "  the served template adds the empty think block itself.",
         "- The tokenizer merges whole lines of the demo harness into single tokens (a lean prompt for CPU",
@@ -245,6 +301,7 @@ def run(
     init_from: str | Path | None = None,
     learning_rate: float | None = None,
     threads: int | None = None,
+    mix: dict[str, float] | None = None,
     log=print,
 ) -> dict[str, Any]:
     """Build + train from scratch, or (``init_from``) continue training an existing checkpoint (its tokenizer
@@ -261,7 +318,8 @@ def run(
         if previous.exists():  # the stage this one continues, so the model card can tell the whole recipe
             prev = json.loads(previous.read_text())
             lineage = {"init_from": str(init_from), "previous_stages": prev.get("lineage", {}).get(
-                "previous_stages", []) + [{k: prev.get(k) for k in ("command", "commit", "train", "metrics_summary")}]}
+                "previous_stages", []) + [{k: prev.get(k) for k in ("command", "commit", "train", "metrics_summary",
+                                                                      "stage_manifests")}]}
         else:
             lineage = {"init_from": str(init_from), "previous_stages": []}
         # the checkpoint may be the export target itself: train from a copy
@@ -278,10 +336,21 @@ def run(
         spec.learning_rate = learning_rate
     if threads is not None:
         spec.threads = threads
-    log(f"training {max_steps} steps (batch {spec.batch_size}, lr {spec.learning_rate:g}) into {work / 'train'}")
+    if mix:
+        spec.mix = dict(mix)
+    log(f"training {max_steps} steps (batch {spec.batch_size}, lr {spec.learning_rate:g}, mix {spec.mix}) "
+        f"into {work / 'train'}")
     summary = train(work / "base", work / "train", spec)
     return finish(work / "train" / "final", summary, spec, model_spec, out_dir=out_dir, eval_n=eval_n, log=log,
                   lineage=lineage, commit=commit)
+
+
+def trained_manifests(mix: dict[str, float], lineage: dict[str, Any] | None) -> list[str]:
+    """The demo manifests this stage and the stages before it trained on (earlier stages: the tiny room)."""
+    names: list[str] = []
+    for st in (lineage or {}).get("previous_stages") or []:
+        names += [n for n in (st.get("stage_manifests") or EARLY_STAGES_MANIFESTS) if n not in names]
+    return names + [n for n in mix if n not in names]
 
 
 def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, model_spec: TinyModelSpec, *,
@@ -290,20 +359,27 @@ def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, mode
     """Evaluate a trained model, export it and write metrics + model card."""
     from transformers import AutoModelForCausalLM
 
-    from training_jobs.tiny_model.evaluate import evaluate
-
-    from training_jobs.tiny_model.evaluate import Generator
+    from training_jobs.tiny_model.evaluate import Generator, evaluate
 
     dst = export(final_dir, out_dir)
     log(f"evaluating {dst} on {eval_n} held-out trajectories per split")
     t0 = time.time()
-    gen = Generator(dst)
+    gen = Generator(dst, spec.threads)
     metrics = evaluate(dst, n=eval_n, seed=spec.seed, gen=gen)
     metrics["heldout_ids_only"] = evaluate(dst, n=eval_n, seed=spec.seed, split="heldout_ids", gen=gen)
+    served_template = gen.tokenizer.chat_template
     gen.tokenizer.chat_template = qwen3_chat_template()  # diagnostic: the plain qwen3 template
     metrics["heldout_ids_only_plain_qwen3_template"] = evaluate(
         dst, n=max(1, eval_n // 2), seed=spec.seed, split="heldout_ids", gen=gen
     )
+    gen.tokenizer.chat_template = served_template
+    # the other harnesses this checkpoint knows (its whole lineage), each on its own held-out stream
+    manifests = trained_manifests(spec.mix, lineage)
+    metrics["harnesses"] = {}
+    for i, name in enumerate(m for m in manifests if m != "tiny_room"):
+        log(f"evaluating {dst} on {name}")
+        metrics["harnesses"][name] = evaluate(dst, n=eval_n if i == 0 else max(1, eval_n // 2), seed=spec.seed,
+                                              gen=gen, harness=name)
     metrics["eval_wall_s"] = round(time.time() - t0, 1)
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(dst).parameters())
     train_info = {k: v for k, v in summary.items() if k != "log_history"}
@@ -317,7 +393,11 @@ def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, mode
         "metrics": metrics,
         "command": reproduce_command(spec.max_steps, spec.train_samples, spec.seed, summary.get("steps"),
                                      init_from=(lineage or {}).get("init_from"),
-                                     learning_rate=spec.learning_rate if lineage else None),
+                                     learning_rate=spec.learning_rate if lineage else None, mix=spec.mix),
+        "stage_manifests": list(spec.mix),
+        # every demo manifest the lineage trained on: what the model registry tells the preview room
+        # (training_jobs.model_artefacts reads it for the committed checkpoint)
+        "trained_manifests": manifests,
         "commit": commit or _git_commit(),
         "metrics_summary": {k: metrics[k] for k in SUMMARY_KEYS},
         "lineage": lineage or {},
@@ -366,9 +446,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(DEMO_MODEL_DIR))
     p.add_argument("--init-from", default=None)
     p.add_argument("--learning-rate", type=float, default=None)
+    p.add_argument("--mix", default=None, help="demo manifests and shares, e.g. tiny_room=0.4,skincare_v1=0.6")
     a = p.parse_args(argv)
+    from training_jobs.tiny_model.gold import parse_mix
+
     run(max_steps=a.max_steps, train_samples=a.train_samples, seed=a.seed, deadline_unix=a.deadline,
-        stop_after_steps=a.stop_after_steps, out_dir=a.out, init_from=a.init_from, learning_rate=a.learning_rate)
+        stop_after_steps=a.stop_after_steps, out_dir=a.out, init_from=a.init_from, learning_rate=a.learning_rate,
+        mix=parse_mix(a.mix) if a.mix else None)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,14 @@ class TrainSpec:
     lr_scheduler_type: str = "cosine"
     train_samples: int = 6000
     seed: int = 0
-    max_length: int = 768
+    # a glow-gadget turn is ~1,100-1,450 tokens with this tokenizer (tiny_room ~420-520): a truncated sample loses
+    # its assistant turns, so the limit covers the longest harness
+    max_length: int = 1536
+    # demo manifests and their shares of the gold data (training_jobs.tiny_model.gold.generate_mix)
+    mix: dict[str, float] = field(default_factory=lambda: {"tiny_room": 1.0})
+    history_share: float = 0.3
+    # batches of similar lengths: a tiny-room sample padded to a glow-gadget one would cost 3x for nothing
+    sampling: str = "group_by_length"
     save_steps: int = 200
     logging_steps: int = 10
     deadline_unix: float | None = None  # stop (and save) at this wall-clock time
@@ -43,11 +50,12 @@ class TrainSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def dataset_rows(n: int, seed: int) -> list[dict[str, Any]]:
-    from training_jobs.tiny_model.gold import generate
+def dataset_rows(n: int, seed: int, mix: dict[str, float] | None = None,
+                 history_share: float = 0.3) -> list[dict[str, Any]]:
+    from training_jobs.tiny_model.gold import generate_mix
 
     rows = []
-    for t in generate(n, seed=seed, split="train"):
+    for t in generate_mix(n, seed=seed, split="train", mix=mix, history_share=history_share):
         rows.append({"messages": json.dumps(t.messages, ensure_ascii=False), "tools": json.dumps(t.tools)})
     return rows
 
@@ -73,7 +81,7 @@ def train(model_dir: str | Path, out_dir: str | Path, spec: TrainSpec | None = N
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    dataset = _hf_dataset(dataset_rows(spec.train_samples, spec.seed))
+    dataset = _hf_dataset(dataset_rows(spec.train_samples, spec.seed, spec.mix, spec.history_share))
 
     class Deadline(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -100,6 +108,7 @@ def train(model_dir: str | Path, out_dir: str | Path, spec: TrainSpec | None = N
         save_total_limit=2,
         save_only_model=True,
         seed=spec.seed,
+        train_sampling_strategy=spec.sampling,
         # CPU flags (STACK.md)
         use_cpu=True,
         bf16=False,
@@ -153,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--deadline", type=float, default=None, help="unix time at which to stop and save")
     p.add_argument("--stop-after-steps", type=int, default=None)
+    p.add_argument("--mix", default="tiny_room=1", help="demo manifests and shares, e.g. tiny_room=0.4,skincare_v1=0.6")
     a = p.parse_args(argv)
+    from training_jobs.tiny_model.gold import parse_mix
+
     spec = TrainSpec(
         max_steps=a.max_steps,
         train_samples=a.train_samples,
@@ -163,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=a.seed,
         deadline_unix=a.deadline,
         stop_after_steps=a.stop_after_steps,
+        mix=parse_mix(a.mix),
     )
     summary = train(a.model_dir, a.out, spec)
     summary.pop("log_history")

@@ -30,10 +30,22 @@ class Command(BaseCommand):
         parser.add_argument("--learning-rate", type=float, default=None)
         parser.add_argument("--threads", type=int, default=None,
                             help="torch CPU threads (1 avoids OpenMP stalls on cores shared with other work)")
+        parser.add_argument("--mix", default=None,
+                            help="demo manifests and their shares of the gold data, e.g. "
+                                 "tiny_room=0.4,skincare_v1=0.3,skincare_v2=0.15,skincare_v3=0.15 "
+                                 "(default: tiny_room only)")
 
     def handle(self, *args, **o):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from django.core.management.base import CommandError
+
         from training_jobs.tiny_model import pipeline
+        from training_jobs.tiny_model.gold import parse_mix
+
+        try:
+            mix = parse_mix(o["mix"]) if o["mix"] else None
+        except ValueError as exc:
+            raise CommandError(f"--mix: {exc}") from None
 
         kwargs = {
             "max_steps": o["max_steps"],
@@ -45,6 +57,7 @@ class Command(BaseCommand):
             "init_from": o["init_from"],
             "learning_rate": o["learning_rate"],
             "threads": o["threads"],
+            "mix": mix,
             "log": self.stdout.write,
         }
         if o["out"]:
