@@ -1,0 +1,158 @@
+"""How much `manage.py reproduce_hat` trains and evaluates: one :class:`Budget` per (budget, base).
+
+Every arm of a run gets the same budget: the same base, steps, batch sizes, sequence length, data volume and
+seed, so the arms differ only in what the comparison is about (fixed harness vs HSA, then the stages added).
+
+Figures behind the CPU budget (STACK.md, "A real pretrained small model, offline"; 2 threads, fp32): one LoRA
+r=16 step of SmolLM2-135M at 1 x 1,100 tokens takes 7.1 s, at 4 x 512 tokens 11.9 s. The training harness
+(skincare_v1, T1's own harness) renders to about 1,100 tokens with the tiny tokenizer and about 1,800 with
+SmolLM2's, so an SFT step at batch 2 costs about 20 s: 2 x 60 SFT steps, 20 distillation steps and 6 RL steps
+take about 50 minutes. Evaluation costs about as much again: a forward pass over an 1,800-token prompt takes about
+4 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and 20
+IFEval answers per model, for five models, take about an hour. Plain Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+BudgetName = Literal["smoke", "cpu", "gpu"]
+BaseName = Literal["tiny", "smol"]
+BUDGET_NAMES: tuple[str, ...] = ("smoke", "cpu", "gpu")
+BASE_NAMES: tuple[str, ...] = ("tiny", "smol")
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The training and evaluation budget of one reproduction run (the same for every arm).
+
+    Training (stage 1 is SFT, on the fixed harness or on HSA states; 2 on-policy distillation; 3 agentic RL):
+
+    - ``sft_steps``, ``distill_steps``, ``rl_steps``: optimizer steps of each stage;
+    - ``sft_batch_size``, ``distill_batch_size``, ``rl_batch_size``: samples per optimizer step (one device);
+    - ``rl_generations``: rollouts per RL prompt (GRPO's group; ``rl_batch_size`` is a multiple of it);
+    - ``max_seq_len``: tokens per SFT row (prompt, tools and the assistant turn; rows longer than this on the
+      base's tokenizer are left out of *every* arm, so no arm loses rows to truncation);
+    - ``train_samples``: canonical tasks of stage 1, the same number of rows for the fixed-harness and the HSA
+      arm (the same tasks: one row each, under the original harness or under one HSA state); RL rolls out the
+      first ``rl_prompts`` of them;
+    - ``distill_prompts``, ``distill_max_new_tokens``: general instruction prompts of stage 2 and the tokens the
+      student samples for each;
+    - ``rl_prompts``, ``rl_max_completion_length``: RL tasks and the tokens per model call of a rollout;
+    - ``sft_lr``, ``distill_lr``, ``rl_lr``: peak learning rates;
+    - ``lora``, ``lora_rank``, ``lora_alpha``, ``lora_targets``: LoRA adapters (peft, merged after each stage so
+      every arm is one plain checkpoint) instead of full fine-tuning;
+    - ``dtype``: "float32" (CPU) or "bfloat16" (GPU, on device "cuda"); ``threads``: torch CPU threads.
+
+    Evaluation (the evaluation half reads these):
+
+    - ``k``: samples per evaluation case; ``n_t1``, ``n_t2``: T1 / T2 cases; ``n_t3_per_level``: T3 cases at
+      each perturbation level; ``n_t4``: IFEval prompts; ``eval_max_new_tokens``: tokens per model call.
+    """
+
+    name: BudgetName
+    sft_steps: int
+    distill_steps: int
+    rl_steps: int
+    sft_batch_size: int
+    distill_batch_size: int
+    rl_batch_size: int
+    rl_generations: int
+    max_seq_len: int
+    train_samples: int
+    distill_prompts: int
+    distill_max_new_tokens: int
+    rl_prompts: int
+    rl_max_completion_length: int
+    sft_lr: float
+    distill_lr: float
+    rl_lr: float
+    lora: bool
+    lora_rank: int
+    lora_alpha: int
+    lora_targets: tuple[str, ...]
+    dtype: Literal["float32", "bfloat16"]
+    threads: int
+    k: int
+    n_t1: int
+    n_t2: int
+    n_t3_per_level: int
+    n_t4: int
+    eval_max_new_tokens: int
+
+    def __post_init__(self) -> None:
+        problems = [f"{n} must be at least 1" for n in (
+            "sft_steps", "distill_steps", "rl_steps", "sft_batch_size", "distill_batch_size", "rl_batch_size",
+            "train_samples", "distill_prompts", "rl_prompts", "k", "threads") if getattr(self, n) < 1]
+        if self.rl_generations < 2 or self.rl_batch_size % self.rl_generations:
+            problems.append("rl_batch_size must be a multiple of rl_generations (at least 2)")
+        if self.rl_prompts > self.train_samples:
+            problems.append("rl_prompts must be at most train_samples (RL rolls out training tasks)")
+        if self.dtype not in ("float32", "bfloat16"):
+            problems.append("dtype must be 'float32' or 'bfloat16'")
+        if problems:
+            raise ValueError(f"budget {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def device(self) -> str:
+        """bfloat16 budgets train on a GPU ('cuda'); float32 budgets on the CPU."""
+        return "cuda" if self.dtype == "bfloat16" else "cpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lora_targets"] = list(self.lora_targets)
+        d["device"] = self.device
+        return d
+
+
+# The smoke budget: the tiny base, a few minutes of CPU in CI for training and evaluation together. It proves
+# the machinery (every arm trained, every cell of the table filled), not the claims.
+_SMOKE = Budget(
+    name="smoke", sft_steps=8, distill_steps=3, rl_steps=2, sft_batch_size=2, distill_batch_size=2,
+    rl_batch_size=2, rl_generations=2, max_seq_len=2048, train_samples=16, distill_prompts=8,
+    distill_max_new_tokens=16, rl_prompts=4, rl_max_completion_length=32, sft_lr=1e-3, distill_lr=5e-4,
+    rl_lr=2e-4, lora=False, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
+    k=2, n_t1=3, n_t2=3, n_t3_per_level=1, n_t4=4, eval_max_new_tokens=48)
+
+# The CPU budget: about two hours on 2 cores with SmolLM2-135M and LoRA r=16 on the attention projections
+# (module docstring). One SFT epoch over the tasks (60 steps x 2 = 120 rows).
+_CPU = Budget(
+    name="cpu", sft_steps=60, distill_steps=20, rl_steps=6, sft_batch_size=2, distill_batch_size=2,
+    rl_batch_size=2, rl_generations=2, max_seq_len=2560, train_samples=120, distill_prompts=40,
+    distill_max_new_tokens=48, rl_prompts=12, rl_max_completion_length=96, sft_lr=4e-4, distill_lr=2e-4,
+    rl_lr=1e-4, lora=True, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
+    k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=96)
+
+# The GPU budget: the same command in bfloat16 on one GPU, full fine-tuning, several epochs' worth of data.
+_GPU = Budget(
+    name="gpu", sft_steps=200, distill_steps=40, rl_steps=12, sft_batch_size=8, distill_batch_size=8,
+    rl_batch_size=4, rl_generations=4, max_seq_len=2560, train_samples=1600, distill_prompts=320,
+    distill_max_new_tokens=64, rl_prompts=48, rl_max_completion_length=96, sft_lr=5e-5, distill_lr=2e-5,
+    rl_lr=1e-5, lora=False, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="bfloat16", threads=8,
+    k=4, n_t1=256, n_t2=256, n_t3_per_level=50, n_t4=541, eval_max_new_tokens=128)
+
+BUDGETS: dict[str, Budget] = {b.name: b for b in (_SMOKE, _CPU, _GPU)}
+
+# What changes with the base. The tiny base (4 x 128, 1.5 M parameters, built from scratch on tool-use turns)
+# trains every weight at a from-scratch learning rate; its context is 2,048 tokens. SmolLM2-135M on the CPU
+# uses LoRA (set in _CPU) at LoRA learning rates; at smoke it keeps LoRA too (full fine-tuning of 135 M
+# parameters on CPU is the 9.5 s step STACK.md measured).
+_BASE_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
+    ("cpu", "tiny"): dict(lora=False, max_seq_len=2048, sft_lr=1e-3, distill_lr=5e-4, rl_lr=2e-4,
+                          sft_steps=120, train_samples=240),
+    ("gpu", "tiny"): dict(max_seq_len=2048, sft_lr=1e-3, distill_lr=5e-4, rl_lr=2e-4),
+    ("smoke", "smol"): dict(lora=True, max_seq_len=2560, sft_lr=4e-4, distill_lr=2e-4, rl_lr=1e-4, sft_steps=4,
+                            train_samples=8),
+}
+
+
+def budget_for(name: str, base: str) -> Budget:
+    """The budget ``name`` for the base ``base`` ("tiny": models/demo-tiny, "smol": models/smollm2-135m).
+    ValueError naming the known values for an unknown one."""
+    if name not in BUDGETS:
+        raise ValueError(f"unknown budget {name!r}: one of {', '.join(BUDGET_NAMES)}")
+    if base not in BASE_NAMES:
+        raise ValueError(f"unknown base {base!r}: one of {', '.join(BASE_NAMES)}")
+    return replace(BUDGETS[name], **_BASE_OVERRIDES.get((name, base), {}))
