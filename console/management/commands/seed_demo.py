@@ -1,7 +1,8 @@
 """Create the demo users (one per role), the demo harness with a short history, the tiny-room harness, the
 order-desk harness (a customer-service agent from outside the live room, fixture-bound tools) with its scenario,
 register the committed demo
-model as a base model for training jobs, import the eval sets the project ships (T1–T3 from data/evals, T4 from
+model as a base model for training jobs (and the SmolLM2-135M base built by make install, with its serve profile
+vllm-cpu-smollm2), import the eval sets the project ships (T1–T3 from data/evals, T4 from
 data/ifeval) as their first versions, register make run's vLLM-CPU server (profile vllm-cpu, endpoint local) and the
 live deployment tiny-room-live (tiny-room@production, the demo model; proposed by ivan, approved by carol), and set
 the approval gate of the demo harness (a finished T1 run on the local
@@ -62,7 +63,7 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the tiny-room and order-desk harnesses, the demo live-room catalog, the demo scenarios, the demo base model, the shipped eval sets and the "
+            "the tiny-room and order-desk harnesses, the demo live-room catalog, the demo scenarios, the demo base model, the SmolLM2-135M base (when built), the shipped eval sets and the "
             "demo harness's approval gate.")
 
     def add_arguments(self, parser):
@@ -97,6 +98,9 @@ class Command(BaseCommand):
         stream_services.scenario_import(yaml_text=ORDER_DESK_SCENARIO.read_text(encoding="utf-8"),
                                         user=users["alice"])
         stream_services.model_endpoint_ensure_default()
+        # the real pretrained base built at install, registered before demo-tiny so that the tiny model stays the
+        # newest base (the training form's default: the fast base for the CPU demo)
+        self._seed_smollm2(users)
         base = training_services.demo_base_model()  # idempotent: one registry row per model directory
         self.stdout.write(self.style.SUCCESS(f"Base model for training jobs: {base.name}"))
         for version in eval_services.eval_sets_seed_demo():  # idempotent: a changed file adds a version
@@ -111,6 +115,20 @@ class Command(BaseCommand):
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<8} {role}")
         self.stdout.write("  admin    superuser (Django admin at /admin/)")
+
+    def _seed_smollm2(self, users) -> None:
+        """SmolLM2-135M (models/smollm2-135m, built by make install) as a base model, and its vLLM-CPU serve
+        profile. A machine without the build still seeds everything else, and says how to build it."""
+        from training_jobs.base_models.smollm2 import SERVE_PROFILE_NAME, BaseModelError
+        from training_jobs.services import base_models
+
+        base_models.smollm2_serve_profile(user=users["ivan"])
+        try:
+            smol = base_models.smollm2_base_model()
+        except BaseModelError as exc:
+            self.stdout.write(self.style.WARNING(f"SmolLM2-135M base not registered: {exc}"))
+            return
+        self.stdout.write(self.style.SUCCESS(f"Base model: {smol.name} (serve profile {SERVE_PROFILE_NAME})"))
 
     def _seed_serving_and_deployment(self, users, base) -> None:
         """The vLLM-CPU serve profile, make run's server registered behind the ``local`` endpoint (started outside
