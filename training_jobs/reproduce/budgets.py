@@ -5,11 +5,12 @@ seed, so the arms differ only in what the comparison is about (fixed harness vs 
 
 Figures behind the CPU budget (STACK.md, "A real pretrained small model, offline"; 2 threads, fp32): one LoRA
 r=16 step of SmolLM2-135M at 1 x 1,100 tokens takes 7.1 s, at 4 x 512 tokens 11.9 s. The training harness
-(skincare_v1, T1's own harness) renders to about 1,100 tokens with the tiny tokenizer and about 1,800 with
-SmolLM2's, so an SFT step at batch 2 costs about 20 s: 2 x 60 SFT steps, 20 distillation steps and 6 RL steps
-take about 50 minutes. Evaluation costs about as much again: a forward pass over an 1,800-token prompt takes about
-4 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and 20
-IFEval answers per model, for five models, take about an hour. Plain Python.
+(skincare_v1, T1's own harness) renders a training row to about 1,100 tokens with the tiny tokenizer and to 1,800-2,200
+with SmolLM2's (HSA states with decoy tools and distractor skills up to about 2,700; measured with a ChatML template
+that renders tools), so an SFT step at batch 2 costs about 25 s: 2 x 60 SFT steps, 20 distillation steps and 6 RL
+steps take about an hour. Evaluation costs about as much again: a forward pass over a 2,000-token prompt takes
+about 4-5 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and
+20 IFEval answers per model, for five models, take about an hour. Plain Python.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ _SMOKE = Budget(
 # (module docstring). One SFT epoch over the tasks (60 steps x 2 = 120 rows).
 _CPU = Budget(
     name="cpu", sft_steps=60, distill_steps=20, rl_steps=6, sft_batch_size=2, distill_batch_size=2,
-    rl_batch_size=2, rl_generations=2, max_seq_len=2560, train_samples=120, distill_prompts=40,
+    rl_batch_size=2, rl_generations=2, max_seq_len=3072, train_samples=120, distill_prompts=40,
     distill_max_new_tokens=48, rl_prompts=12, rl_max_completion_length=96, sft_lr=4e-4, distill_lr=2e-4,
     rl_lr=1e-4, lora=True, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
     k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=96)
@@ -128,7 +129,7 @@ _CPU = Budget(
 # The GPU budget: the same command in bfloat16 on one GPU, full fine-tuning, several epochs' worth of data.
 _GPU = Budget(
     name="gpu", sft_steps=200, distill_steps=40, rl_steps=12, sft_batch_size=8, distill_batch_size=8,
-    rl_batch_size=4, rl_generations=4, max_seq_len=2560, train_samples=1600, distill_prompts=320,
+    rl_batch_size=4, rl_generations=4, max_seq_len=3072, train_samples=1600, distill_prompts=320,
     distill_max_new_tokens=64, rl_prompts=48, rl_max_completion_length=96, sft_lr=5e-5, distill_lr=2e-5,
     rl_lr=1e-5, lora=False, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="bfloat16", threads=8,
     k=4, n_t1=256, n_t2=256, n_t3_per_level=50, n_t4=541, eval_max_new_tokens=128)
@@ -143,7 +144,7 @@ _BASE_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
     ("cpu", "tiny"): dict(lora=False, max_seq_len=2048, sft_lr=1e-3, distill_lr=5e-4, rl_lr=2e-4,
                           sft_steps=120, train_samples=240),
     ("gpu", "tiny"): dict(max_seq_len=2048, sft_lr=1e-3, distill_lr=5e-4, rl_lr=2e-4),
-    ("smoke", "smol"): dict(lora=True, max_seq_len=2560, sft_lr=4e-4, distill_lr=2e-4, rl_lr=1e-4, sft_steps=4,
+    ("smoke", "smol"): dict(lora=True, max_seq_len=3072, sft_lr=4e-4, distill_lr=2e-4, rl_lr=1e-4, sft_steps=4,
                             train_samples=8),
 }
 
