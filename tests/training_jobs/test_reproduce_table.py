@@ -19,7 +19,8 @@ def _score(mean: float, half: float = 0.05) -> dict:
 
 def _model(i: int) -> dict:
     t1, t2 = 0.5 + 0.05 * i, 0.3 + 0.1 * i
-    return {"t1": {"accuracy": _score(t1)}, "t2": {"accuracy": _score(t2)},
+    return {"t1": {"accuracy": _score(t1), "effectiveness": _score(t1 / 2)},
+            "t2": {"accuracy": _score(t2), "effectiveness": _score(t2 / 2)},
             "gap": {"mean": t1 - t2, "ci_low": t1 - t2 - 0.1, "ci_high": t1 - t2 + 0.1, "n": 8, "paired": True},
             "t3": {lv: {"accuracy": _score(0.6 - 0.1 * j)} for j, lv in enumerate(LEVELS)},
             "t4": {m: _score(0.2 + 0.01 * i) for m in ("prompt_strict", "instruction_strict", "prompt_loose",
@@ -103,6 +104,6 @@ def test_every_problem_is_listed_at_once(results):
     results["models"]["hsa_sft"]["t4"] = {}
     with pytest.raises(TableError) as err:
         table_cells(results)
-    assert len(err.value.problems) == 1 + 4
+    assert len(err.value.problems) == 2 + 4  # T2 accuracy and effectiveness, four IFEval figures
     with pytest.raises(TableError, match="models: missing"):
         table_cells({})

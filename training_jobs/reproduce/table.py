@@ -4,8 +4,8 @@
 ``results.json`` (everything, with the cells and the reference figures), ``table.md``, ``table.csv`` and four
 standalone SVG plots: in-distribution vs harness-variant accuracy, the gap between them, IFEval (four metrics)
 and robustness by perturbation level. The columns mirror the report's: in-distribution accuracy (T1 Live-Stream
-QA), harness-variant accuracy (T2), the gap T1 − T2, IFEval prompt / instruction level strict / loose, and T3
-accuracy at each perturbation level.
+QA), harness-variant accuracy (T2), the gap T1 − T2, effectiveness on T1 and T2 (the report's second metric),
+IFEval prompt / instruction level strict / loose, and T3 accuracy at each perturbation level.
 
 A measured cell is a figure with its interval (``mean``, ``ci_low``, ``ci_high``; fractions, the gap in
 fractions too, shown in points). A missing or malformed cell is an error (:class:`TableError`, naming every
@@ -56,6 +56,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("t1_accuracy", "In-distribution acc. (T1)", ("t1", "accuracy")),
     Column("t2_accuracy", "Harness-variant acc. (T2)", ("t2", "accuracy")),
     Column("gap", "Gap T1 − T2 (pts)", ("gap",), points=True),
+    # the report's second metric: a safe fallback ("let me check") makes no false claim, so it keeps accuracy but
+    # scores 0 here; without it a model that never answers would read as accurate
+    Column("t1_effectiveness", "In-distribution eff. (T1)", ("t1", "effectiveness")),
+    Column("t2_effectiveness", "Harness-variant eff. (T2)", ("t2", "effectiveness")),
     *(Column(f"ifeval_{m}", f"IFEval {title}", ("t4", m)) for m, title in IFEVAL),
     *(Column(f"t3_{lv}", f"T3 {lv}", ("t3", lv, "accuracy")) for lv in LEVELS),
 )
