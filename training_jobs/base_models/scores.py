@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 import functools
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -31,21 +30,11 @@ from typing import Any
 
 from training_jobs.base_models import smollm2
 from training_jobs.base_models.card import SCORES_PATH, write_card
+from training_jobs.provenance import git_commit
 
 T1_SET = "t1-live-stream-qa"
 T1_HARNESS = "skincare_v1"  # every T1 case's harness (glow-gadget v1, production in seed_demo)
 DEFAULT_DEADLINE_S = 300.0  # per T1 turn: the model's quality is measured here, not a slow shared CPU's latency
-
-
-def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=smollm2.REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=smollm2.REPO,
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "") if head else "unknown"
 
 
 def ratio_ci(numerators: Sequence[float], denominators: Sequence[float], *, seed: int, resamples: int = 2000
@@ -179,7 +168,7 @@ def measure(base_url: str, model: str, *, t4_n: int | None, t1_n: int | None, k:
     t0 = time.perf_counter()
     backend = OpenAIChatClient(ModelEndpoint(base_url=base_url, model=model, kind="vllm", timeout_s=1800))
     out: dict[str, Any] = {"model": record.get("name"), "model_dir": str(smollm2.MODEL_DIR.relative_to(smollm2.REPO)),
-                           "weights_sha256": record.get("weights_sha256"), "commit": git_commit(),
+                           "weights_sha256": record.get("weights_sha256"), "commit": git_commit() or "unknown",
                            "measured_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            "server": server or {"description": f"served at {base_url}"}, "seed": seed,
                            "concurrency": concurrency, "command": command}

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from training_jobs.provenance import git_commit
 from training_jobs.reproduce.arms import ARMS, train_arms
 from training_jobs.reproduce.budgets import BASE_NAMES, budget_for
 
@@ -37,18 +37,6 @@ def base_model_dir(base: str) -> Path:
         shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
         raise BaseNotBuilt(f"the base {base!r} ({shown}) is not built (no config.json): run make install")
     return path
-
-
-def git_commit() -> str | None:
-    """HEAD, with '+dirty' when the code under training_jobs, streams or harness_editor has uncommitted changes."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "training_jobs", "streams", "harness_editor"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def weights_sha256(model_dir: Path) -> str:

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from training_jobs.provenance import git_commit
 from training_jobs.tiny_model.build import (
     TinyModelSpec,
     build_tiny_model,
@@ -56,20 +57,6 @@ EARLY_STAGES_MANIFESTS = ("tiny_room",)
 SUMMARY_KEYS = ("well_formed_tool_calls", "right_tool_and_link_id", "right_tool_and_link_id_by_link",
                 "right_link_id_by_name",
                 "exact_value_replies", "right_skill", "end_to_end_exact")
-
-
-def _git_commit() -> str | None:
-    """The commit whose gold data and code trained this stage (plus '+dirty' if the tree had changes)."""
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "training_jobs", "streams", "harness_editor"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def reproduce_command(max_steps: int, train_samples: int, seed: int, stopped_at: int | None = None,
@@ -308,7 +295,7 @@ def run(
     and weights) on the current gold data: a second stage after the gold data grew, at a fraction of the
     from-scratch cost on CPU."""
     work = Path(work_dir)
-    commit = _git_commit()  # the code and gold data this stage trains on (the tree may move on while it runs)
+    commit = git_commit()  # the code and gold data this stage trains on (the tree may move on while it runs)
     lineage: dict[str, Any] = {}
     if init_from is not None:
         base = Path(init_from)
@@ -398,7 +385,7 @@ def finish(final_dir: str | Path, summary: dict[str, Any], spec: TrainSpec, mode
         # every demo manifest the lineage trained on: what the model registry tells the preview room
         # (training_jobs.model_artefacts reads it for the committed checkpoint)
         "trained_manifests": manifests,
-        "commit": commit or _git_commit(),
+        "commit": commit or git_commit(),
         "metrics_summary": {k: metrics[k] for k in SUMMARY_KEYS},
         "lineage": lineage or {},
     }
