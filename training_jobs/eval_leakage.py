@@ -25,6 +25,7 @@ from typing import Any
 
 from training_jobs.eval_models import EvalSet, EvalSetVersion
 from training_jobs.evals.cases import EvalCase, case_texts, parse_case
+from training_jobs.evals.leakage import training_row_text
 from training_jobs.models import Dataset, TrainingJob
 
 MAX_REPORTED = 50
@@ -73,12 +74,7 @@ def version_cases(version: EvalSetVersion) -> list[EvalCase]:
 def dataset_row_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     """One training text per row: its messages' contents and its tools as the model saw them."""
     for row in rows:
-        messages = row.get("messages") or []
-        parts = [str(m.get("content") or "") for m in messages if isinstance(m, dict)]
-        parts += [json.dumps(m.get("tool_calls"), ensure_ascii=False) for m in messages
-                  if isinstance(m, dict) and m.get("tool_calls")]
-        parts.append(str(row.get("tools") or ""))
-        yield "\n".join(parts)
+        yield training_row_text(row)
 
 
 def training_sources() -> Iterator[tuple[str, list[str]]]:

@@ -31,11 +31,12 @@ training texts).
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 DEFAULT_MIN_NGRAM = 8
 DEFAULT_MIN_CONTAINED_TOKENS = 6
@@ -122,3 +123,16 @@ def find_leaks(training_texts: Iterable[str], eval_texts: Iterable[str], *, min_
                 found[e] = Leak(t, e, "ngram", len(gs), len(gs) / n_grams[e], " ".join(first[e]))
         leaks.extend(found.values())
     return sorted(leaks, key=lambda leak: (leak.eval_index, leak.training_index))
+
+
+def training_row_text(row: Mapping[str, Any]) -> str:
+    """A chat training row (messages + tools) as one plain text, everything the model read or wrote: each message's
+    content on its own lines, tool calls and tools as JSON. Plain text, not the row's JSON, so a line break stays a
+    line break (in JSON it becomes the two characters ``\\n`` and the next line's first word reads as 'n...')."""
+    messages = row.get("messages") or []
+    parts = [str(m.get("content") or "") for m in messages if isinstance(m, dict)]
+    parts += [json.dumps(m.get("tool_calls"), ensure_ascii=False) for m in messages
+              if isinstance(m, dict) and m.get("tool_calls")]
+    parts.append(str(row.get("tools") or ""))
+    return "\n".join(parts)
+

@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from training_jobs.evals.leakage import training_row_text
 from training_jobs.hsa.samples import Sample
 
 HSA_VARIANTS_PER_TASK = 2  # HSA states drawn per task; the first that keeps the gold turn valid is used
@@ -114,8 +115,9 @@ def eval_leaks(texts: Sequence[str]) -> list[Any]:
 
 
 def row_text(row: Mapping[str, Any]) -> str:
-    """A training row as one text (its messages and its tools: everything the model reads and writes)."""
-    return json.dumps(row.get("messages"), ensure_ascii=False) + "\n" + str(row.get("tools") or "")
+    """A training row as one text (its messages and its tools: everything the model reads and writes), as the
+    leakage checks read every training source."""
+    return training_row_text(row)
 
 
 # --- the base's chat template ---------------------------------------------------------------------------------
