@@ -336,10 +336,12 @@ def test_frank_runs_a_live_session_and_carol_moves_the_label(walk_queue, browser
         # the move is confirmed on a page that says what changes and which live session it reaches
         expect(carol.get_by_test_id("confirm-change")).to_contain_text("moves from v1 to v2")
         expect(carol.get_by_test_id("affected-sessions")).to_be_visible()
+        # the session's last event before the move: the replay keeps feeding comments, so the next turn (and its
+        # version change) may start before the page confirms the move
+        moved_seq = LiveEvent.objects.filter(session_id=sid).order_by("-seq").values_list("seq", flat=True)[0]
         carol.get_by_test_id("confirm-submit").click()
         expect(carol.locator("body")).to_contain_text("Moved 'production' to v2.")
         _shot(carol, "05-carol-label-moved")
-        moved_seq = LiveEvent.objects.filter(session_id=sid).order_by("-seq").values_list("seq", flat=True)[0]
         _push(base, sid, ingest_token, ("late_lena", "is the ceramide moisturizer #102 still in stock?"))
         marker = frank.get_by_test_id("marker-version_changed")
         expect(marker).to_contain_text("tiny-room v1 → tiny-room v2", timeout=WAIT_MS)
