@@ -183,6 +183,22 @@ def _failed(case: EvalCase, sample: int, exc: Exception) -> runner.SampleOutcome
                                 accuracy=0.0, effectiveness=0.0, error=f"{type(exc).__name__}: {exc}")
 
 
+def _play_all(cases: Sequence[EvalCase], k: int, play: Callable[[EvalCase, int], runner.SampleOutcome],
+              progress: Progress | None) -> list[runner.SampleOutcome]:
+    """k samples of each case, in order; a sample that cannot run is judged 0 and the rest go on."""
+    out = []
+    for case in cases:
+        for sample in range(k):
+            try:
+                outcome = play(case, sample)
+            except Exception as exc:
+                outcome = _failed(case, sample, exc)
+            out.append(outcome)
+            if progress is not None:
+                progress(len(out), len(cases) * k)
+    return out
+
+
 def play_harness_cases(cases: Sequence[EvalCase], *, new_backend: Callable[[int], Any], k: int, seed: int,
                        sampling: Mapping[str, Any], deadline_s: float = DEADLINE_S,
                        progress: Progress | None = None) -> list[runner.SampleOutcome]:
@@ -190,38 +206,25 @@ def play_harness_cases(cases: Sequence[EvalCase], *, new_backend: Callable[[int]
     from training_jobs.evals.build_t1 import harness_manifest
     from training_jobs.evals.judging import judge_case
 
-    out = []
-    for case in cases:
-        base = harness_manifest(case.harness)
-        for sample in range(k):
-            try:
-                outcome = runner.run_case(case, sample, manifest=case_manifest(case, base),
-                                          backend=new_backend(seed + sample),
-                                          judge=partial(judge_case, base_manifest=base), sampling=sampling,
-                                          seed=seed + sample, deadline_s=deadline_s)
-            except Exception as exc:
-                outcome = _failed(case, sample, exc)
-            out.append(outcome)
-            if progress is not None:
-                progress(len(out), len(cases) * k)
-    return out
+    bases = {name: harness_manifest(name) for name in dict.fromkeys(c.harness for c in cases)}  # once per harness
+
+    def play(case: EvalCase, sample: int) -> runner.SampleOutcome:
+        base = bases[case.harness]
+        return runner.run_case(case, sample, manifest=case_manifest(case, base), backend=new_backend(seed + sample),
+                               judge=partial(judge_case, base_manifest=base), sampling=sampling, seed=seed + sample,
+                               deadline_s=deadline_s)
+
+    return _play_all(cases, k, play, progress)
 
 
 def play_ifeval_cases(cases: Sequence[EvalCase], *, new_backend: Callable[[int], Any], k: int, seed: int,
                       sampling: Mapping[str, Any], progress: Progress | None = None) -> list[runner.SampleOutcome]:
     """k responses to each IFEval prompt (no harness, no tools); scored together by :func:`ifeval_scores`."""
-    out = []
-    for case in cases:
-        for sample in range(k):
-            try:
-                outcome = runner.run_instruction_case(case, sample, backend=new_backend(seed + sample),
-                                                      sampling=sampling, seed=seed + sample)
-            except Exception as exc:
-                outcome = _failed(case, sample, exc)
-            out.append(outcome)
-            if progress is not None:
-                progress(len(out), len(cases) * k)
-    return out
+    def play(case: EvalCase, sample: int) -> runner.SampleOutcome:
+        return runner.run_instruction_case(case, sample, backend=new_backend(seed + sample), sampling=sampling,
+                                           seed=seed + sample)
+
+    return _play_all(cases, k, play, progress)
 
 
 # --- figures -----------------------------------------------------------------------------------------------------
