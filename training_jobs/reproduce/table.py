@@ -31,6 +31,7 @@ from typing import Any
 
 from training_jobs.evals.charts import BarGroup
 from training_jobs.reproduce import plots
+from training_jobs.reproduce.claims import claims_markdown, judge_claims
 
 ROWS: tuple[tuple[str, str], ...] = (
     ("base", "Base (no training)"),
@@ -191,6 +192,7 @@ def _markdown(results: Mapping[str, Any], cells: Mapping[str, Mapping[str, Mappi
                                                                       for c in COLUMNS)]) + " |")
     lines += ["", "Sources of the report rows:", ""]
     lines += [f"{i}. {note}" for i, note in enumerate(notes, 1)]
+    lines += ["", *claims_markdown(judge_claims(cells))]
     lines += ["", "Plots: `accuracy.svg` (in-distribution vs harness-variant), `gap.svg`, `ifeval.svg`, "
               "`robustness.svg`.", ""]
     return "\n".join(lines)
@@ -259,7 +261,8 @@ def write_table(results: dict, out_dir: Path) -> dict[str, Path]:
                                    "cells": cells,
                                    "reference": {row: {k: {"value": r.value, "delta": r.delta, "source": r.source,
                                                            "note": r.note} for k, r in refs.items()}
-                                                 for row, refs in REFERENCE.items()}}}
+                                                 for row, refs in REFERENCE.items()}},
+              "claims": judge_claims(cells)}
     paths = {"results": out_dir / "results.json", "table_md": out_dir / "table.md", "table_csv": out_dir / "table.csv"}
     paths["results"].write_text(json.dumps(stored, indent=2, default=str), encoding="utf-8")
     paths["table_md"].write_text(_markdown(results, cells), encoding="utf-8")
