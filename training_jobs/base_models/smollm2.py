@@ -53,7 +53,9 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 REFERENCE_WEIGHTS_SHA256 = "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd"
 UPSTREAM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 LICENCE = "Apache-2.0"
-RECIPE = 1  # bump when the conversion changes: a checkpoint of another recipe is rebuilt
+# bump when the conversion changes: a checkpoint of another recipe is rebuilt. 2: the served chat template is the
+# project's tool-aware ChatML one (the GGUF's own renders no tools)
+RECIPE = 2
 BUILD_RECORD = "build.json"
 CARD_FILE = "MODEL_CARD.md"
 UNHASHED = frozenset({BUILD_RECORD, CARD_FILE})  # the card quotes scores measured later; the record is the hashes
@@ -241,6 +243,22 @@ def renders_tools(tokenizer: Any) -> bool:
     return "probe_tool_x7" in text
 
 
+TEMPLATE_NAME = "trl qwen3_training.jinja (ChatML with tools, as models/demo-tiny)"
+
+
+def served_chat_template() -> str:
+    """The chat template the checkpoint is saved, trained and served with: the ChatML template TRL ships for Qwen3
+    (its training variant, with ``{% generation %}`` markers), the one models/demo-tiny uses. SmolLM2 speaks ChatML
+    (``<|im_start|>``/``<|im_end|>`` are its own special tokens), but the template its GGUF carries renders no
+    tools, so under a harness the model would never see the tools it is asked to call, and no arm of reproduce_hat
+    could learn them. This one renders the tools (hermes ``<tool_call>`` format, vLLM's hermes parser), tool
+    results and an empty think block before each assistant turn, and adds no default system prompt (the GGUF's
+    names the model "SmolLM", which would have been the only system text under IFEval)."""
+    from training_jobs.tiny_model.build import qwen3_served_chat_template
+
+    return qwen3_served_chat_template()
+
+
 def convert(source: Source, out: Path) -> dict[str, Any]:
     """Read the GGUF with transformers and save a plain fp32 checkpoint (weights, config, tokenizer, chat template)
     into ``out``. Returns what the card reports about the model."""
@@ -265,14 +283,16 @@ def convert(source: Source, out: Path) -> dict[str, Any]:
     if config.pad_token_id is not None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(config.pad_token_id)
     tokenizer.clean_up_tokenization_spaces = False  # as upstream: the clean-up is destructive for BPE
+    own_template = getattr(tokenizer, "chat_template", None) or ""
+    tokenizer.chat_template = served_chat_template()
     out.mkdir(parents=True)
     clean.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
-    if not (out / "chat_template.jinja").is_file() and getattr(tokenizer, "chat_template", None):
-        (out / "chat_template.jinja").write_text(tokenizer.chat_template, encoding="utf-8")
-    if not (out / "chat_template.jinja").is_file():
-        raise BaseModelError(f"{out / 'chat_template.jinja'}: the GGUF carries no chat template")
-    return {"template_renders_tools": renders_tools(tokenizer), "architecture": type(clean).__name__,
+    # written explicitly: the file the server reads and TRL trains on is this one, whatever save_pretrained did
+    (out / "chat_template.jinja").write_text(tokenizer.chat_template, encoding="utf-8")
+    return {"template_renders_tools": renders_tools(tokenizer), "chat_template": TEMPLATE_NAME,
+            "chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest(),
+            "own_template_renders_tools": "tools" in own_template, "architecture": type(clean).__name__,
             "parameters": sum(p.numel() for p in clean.parameters()), "dtype": "float32",
             "layers": config.num_hidden_layers, "hidden_size": config.hidden_size, "vocab_size": config.vocab_size,
             "max_position_embeddings": config.max_position_embeddings,
