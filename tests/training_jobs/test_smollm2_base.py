@@ -176,6 +176,9 @@ def test_the_scores_section_says_plainly_what_was_measured():
     text = "\n".join(card.scores_section(scores, "abc"))
     assert "a subset: 100 of 541 prompts" in text and "| prompt-level strict | 25.0 [20.0, 30.0] |" in text
     assert "Measured on other weights" in "\n".join(card.scores_section(scores, "other"))
+    assert "another chat template" in "\n".join(card.scores_section(scores, "abc", "f00d"))
+    assert "another chat template" not in "\n".join(card.scores_section({**scores, "chat_template_sha256": "f00d"},
+                                                                         "abc", "f00d"))
     assert "T1 Live-Stream QA: not measured yet." in text
 
 

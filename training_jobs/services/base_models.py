@@ -14,9 +14,13 @@ from training_jobs.services.training import model_register_base
 SMOLLM2_NAME = "smollm2-135m (SmolLM2-135M-Instruct, built at install)"
 
 
-def _score_summary(scores: dict[str, Any] | None, weights_sha256: str) -> dict[str, Any]:
-    """The measured T1/T4 figures for the model's metrics field (means with intervals, and on how many cases)."""
+def _score_summary(scores: dict[str, Any] | None, weights_sha256: str, template_sha256: str | None = None
+                   ) -> dict[str, Any]:
+    """The measured T1/T4 figures for the model's metrics field (means with intervals, and on how many cases):
+    none when they were measured on other weights or through another chat template."""
     if not scores or scores.get("weights_sha256") != weights_sha256:
+        return {}
+    if template_sha256 and scores.get("chat_template_sha256") != template_sha256:
         return {}
     out: dict[str, Any] = {"scores_file": "results/smollm2-135m-base-scores.json", "commit": scores.get("commit")}
     for part, keys in (("t4", ("prompt_strict", "instruction_strict", "prompt_loose", "instruction_loose")),
@@ -37,7 +41,8 @@ def smollm2_base_model(*, user=None) -> TrainedModel:
     recipe = {"built_by": smollm2.BUILD_COMMAND, "recipe": record.get("recipe"), "upstream": record.get("upstream"),
               "licence": record.get("licence"), "source": record.get("source"),
               "weights_sha256": record.get("weights_sha256"), "card": "models/smollm2-135m/MODEL_CARD.md"}
-    metrics = _score_summary(read_scores(), record.get("weights_sha256", ""))
+    metrics = _score_summary(read_scores(), record.get("weights_sha256", ""),
+                             (record.get("model") or {}).get("chat_template_sha256"))
     if model.recipe != recipe or model.metrics != metrics:
         model.recipe, model.metrics = recipe, metrics
         model.save(update_fields=["recipe", "metrics"])
@@ -52,3 +57,42 @@ def smollm2_serve_profile(*, user=None):
     profile, _ = ServeProfile.objects.get_or_create(name=smollm2.SERVE_PROFILE_NAME, defaults={
         "spec": smollm2.serve_spec().model_dump(exclude_defaults=True), "created_by": user})
     return profile
+
+
+GLOW_ADAPTER_NAME = "glow-gadget demo adapter (SmolLM2-135M + LoRA, committed)"
+
+
+def glow_adapter_model(*, base: TrainedModel, user=None) -> TrainedModel:
+    """Register the committed glow-gadget adapter (``models/glow-gadget-smollm2``) as an HSA-SFT LoRA adapter of
+    the SmolLM2 base (idempotent by path), its recipe and held-out figures from its ``metrics.json``. What it was
+    trained on (the three glow-gadget versions) is read from the same file by the registry
+    (:func:`training_jobs.model_artefacts.trained_harnesses`). ValueError when the adapter's files are missing."""
+    import json
+
+    from training_jobs.base_models import glow_adapter
+
+    directory = glow_adapter.ADAPTER_DIR.resolve()
+    missing = [n for n in (*glow_adapter.ADAPTER_FILES, glow_adapter.METRICS_FILE) if not (directory / n).is_file()]
+    if missing:
+        raise ValueError(f"{directory}: {', '.join(missing)} missing (the adapter is committed; "
+                         f"`{glow_adapter.TRAIN_COMMAND}` rebuilds it)")
+    metrics = json.loads((directory / glow_adapter.METRICS_FILE).read_text(encoding="utf-8"))
+    config = json.loads((directory / "adapter_config.json").read_text(encoding="utf-8"))
+    model, _ = TrainedModel.objects.get_or_create(path=str(directory), is_adapter=True, defaults={
+        "name": GLOW_ADAPTER_NAME, "kind": TrainedModel.Kind.SFT, "parent": base, "created_by": user})
+    # the stage config snapshot, as a trained adapter has it (TrainedModel.lora_rank reads lora.r)
+    stage_config = {"lora": {"r": config.get("r"), "alpha": config.get("lora_alpha"),
+                             "target_modules": sorted(config.get("target_modules") or [])},
+                    **{k: v for k, v in (metrics.get("spec") or {}).items() if k not in ("lora_rank", "lora_alpha")}}
+    recipe = {k: metrics.get(k) for k in ("command", "commit", "mix", "trained_manifests", "spec",
+                                            "base_weights_sha256", "adapter_sha256")}
+    recipe["card"] = f"models/{directory.name}/MODEL_CARD.md"
+    summary = {"train": metrics.get("train"), "steps": metrics.get("steps"), "wall_s": metrics.get("wall_s")}
+    heldout = (metrics.get("heldout") or {}).get("by_harness") or {}
+    if heldout:
+        summary["heldout"] = {name: {k: v for k, v in figures.items() if k not in ("examples", "protocol", "counts")}
+                              for name, figures in heldout.items()}
+    if (model.recipe, model.metrics, model.config, model.parent_id) != (recipe, summary, stage_config, base.pk):
+        model.recipe, model.metrics, model.config, model.parent = recipe, summary, stage_config, base
+        model.save(update_fields=["recipe", "metrics", "config", "parent"])
+    return model
