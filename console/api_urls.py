@@ -139,6 +139,17 @@ urlpatterns += [
 # live sessions, deployments and serving: their own route modules
 urlpatterns += [*live_api_urls.urlpatterns, *deployment_api_urls.urlpatterns, *serving_api_urls.urlpatterns]
 
+from training_jobs import reproduce_apis  # noqa: E402
+
+RP = "reproductions/<uuid:run_id>/"
+urlpatterns += [
+    path("reproductions/", reproduce_apis.ReproductionListApi.as_view(), name="api-reproduction-list"),
+    path("reproductions/committed/", reproduce_apis.ReproductionCommittedApi.as_view(),
+         name="api-reproduction-committed"),
+    path(RP, reproduce_apis.ReproductionDetailApi.as_view(), name="api-reproduction-detail"),
+    path(RP + "cancel/", reproduce_apis.ReproductionCancelApi.as_view(), name="api-reproduction-cancel"),
+]
+
 # Last: every other /api/ address answers the API's JSON 404, never the HTML page.
 urlpatterns.append(re_path(r"", api_not_found, name="api-not-found"))
 

@@ -285,7 +285,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     if not 2 <= len(ids) <= compare.COMPARE_MAX or not all(_is_uuid(i) for i in ids):
         return render(request, "training_jobs/evals/runs/compare.html",
                       {"error": f"Pick 2 to {compare.COMPARE_MAX} evaluation runs to compare (tick them in the run "
-                                f"list); the first is the baseline."}, status=400)
+                                f"list); the first is the baseline.", **_reproductions(request)}, status=400)
     try:
         runs = compare.compared_runs(ids)
     except EvalRun.DoesNotExist as exc:
@@ -298,4 +298,14 @@ def run_compare(request: HttpRequest) -> HttpResponse:
               for r in runs[1:]]
     return render(request, "training_jobs/evals/runs/compare.html", {
         **result, "columns": list(zip(runs, result["labels"])), "ids": ",".join(str(r.pk) for r in runs),
-        "rebase": others, "metrics": compare.HEAT_METRICS, "flipped_shown": compare.FLIPPED_SHOWN})
+        "rebase": others, "metrics": compare.HEAT_METRICS, "flipped_shown": compare.FLIPPED_SHOWN,
+        **_reproductions(request)})
+
+
+def _reproductions(request: HttpRequest) -> dict:
+    """The compare page's section on HAT reproductions (training_jobs.reproduce_views), for who may see them."""
+    if not request.user.has_perm(roles.VIEW_TRAINING):
+        return {}
+    from training_jobs.reproduce_selectors import reproductions_for_compare
+
+    return {"show_reproductions": True, **reproductions_for_compare()}

@@ -232,4 +232,5 @@ from training_jobs.eval_run_models import EvalResult, EvalRun  # noqa: E402,F401
 from training_jobs.gate_models import GatePolicy, GateRequirement  # noqa: E402,F401  (approval gate policy: its own module)
 from training_jobs.latency_models import LatencyReplay  # noqa: E402,F401  (latency replays: their own module)
 from training_jobs.label_models import HumanLabel  # noqa: E402,F401  (human labels of eval results: their own module)
+from training_jobs.reproduce_models import ReproductionRun  # noqa: E402,F401  (reproduction runs: their own module)
 from training_jobs.tag_models import ObjectNote, ObjectTag  # noqa: E402,F401  (tags and notes: their own module)

@@ -64,3 +64,14 @@ def latency_replay(self, replay_id: str) -> dict:
 
     replay = latency_services.latency_replay_execute(replay_id=replay_id, task_id=self.request.id)
     return {"replay_id": str(replay.pk), "status": replay.status}
+
+
+# A reproduction run trains four arms and evaluates five models (manage.py reproduce_hat): hours of batch work on
+# the gpu queue with training jobs, at most once (a redelivery finds the run claimed), not resumable.
+@shared_task(name="training_jobs.reproduction_run", bind=True, acks_late=False,
+             soft_time_limit=TRAINING_SOFT_TIME_LIMIT_S)
+def reproduction_run(self, run_id: str) -> dict:
+    from training_jobs import reproduce_services
+
+    run = reproduce_services.reproduction_execute(run_id=run_id, task_id=self.request.id)
+    return {"run_id": str(run.pk), "status": run.status}

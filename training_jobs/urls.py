@@ -102,3 +102,18 @@ urlpatterns += _tag_urls(Subject.DATASET)
 training_urls[0].extend(_tag_urls(Subject.TRAINING_JOB))
 model_urls[0].extend(_tag_urls(Subject.MODEL))
 eval_run_urls[0].extend(_tag_urls(Subject.EVAL_RUN))
+
+# Reproduction runs (manage.py reproduce_hat as a job) and the committed result, under the training pages
+# ("training/reproductions/"): training_jobs.reproduce_views
+from training_jobs import reproduce_views  # noqa: E402
+
+RR = "reproductions/<uuid:run_id>/"
+training_urls[0].extend([
+    path("reproductions/", reproduce_views.reproduction_list, name="reproductions"),
+    path("reproductions/new/", reproduce_views.reproduction_new, name="reproduction_new"),
+    path("reproductions/committed/", reproduce_views.committed_detail, name="reproduction_committed"),
+    path("reproductions/committed/<str:name>", reproduce_views.committed_plot, name="reproduction_committed_plot"),
+    path(RR, reproduce_views.reproduction_detail, name="reproduction"),
+    path(RR + "cancel/", reproduce_views.reproduction_cancel, name="reproduction_cancel"),
+    path(RR + "<str:name>", reproduce_views.reproduction_plot, name="reproduction_plot"),
+])
