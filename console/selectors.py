@@ -104,6 +104,7 @@ _PAGES = {
     "model": "models:detail",
     "eval": "eval_runs:detail",
     "latency_replay": "latency:detail",
+    "reproduction": "training:reproduction",
     "eval_set": "evals:set",
     "server": "serving:server",
     "serve_profile": "serving:index",

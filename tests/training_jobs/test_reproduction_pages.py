@@ -340,3 +340,13 @@ def test_the_stage_of_each_log_line():
     assert S.stage_of("base: T1 50.0 · T2 40.0") == (None, True)
     assert S.stage_of("[hsa_sft/sft] step 3/8 loss 1.0") == (None, False)
     assert S.stage_of("data: 16 tasks") == ("training", False)
+
+
+def test_the_audit_timeline_links_a_run(ml_staff, bases, runs_root):
+    from console.models import AuditEvent
+    from console.selectors import audit_object
+
+    run = S.reproduction_start(user=ml_staff, base="tiny", budget="smoke", seed=2, enqueue=False)
+    event = AuditEvent.objects.get(action="reproduction.queued")
+    assert event.scope == f"reproduction:{run.pk}" and event.data["seed"] == 2
+    assert audit_object(event).url == f"/training/reproductions/{run.pk}/"
