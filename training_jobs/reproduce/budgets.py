@@ -10,7 +10,21 @@ with SmolLM2's (HSA states with decoy tools and distractor skills up to about 2,
 that renders tools), so an SFT step at batch 2 costs about 25 s: 2 x 60 SFT steps, 20 distillation steps and 6 RL
 steps take about an hour. Evaluation costs about as much again: a forward pass over a 2,000-token prompt takes
 about 4-5 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and
-20 IFEval answers per model, for five models, take about an hour. Plain Python.
+20 IFEval answers per model, for five models, take about an hour.
+
+Figures behind the GPU budget (one H200, bfloat16; :func:`training_jobs.reproduce.gpu_bundle.estimate`, planning
+figures that the bundle's ``preflight`` replaces by measurements on the host before the run): a device command
+may run 10 minutes and a session has 15 minutes of device time in all, transfers of the base included, so the
+run must end within about 9 minutes (the script stops it at 540 s). The GPU is not what limits it: generation
+is in process, one sequence at a time (evaluation and RL rollouts), bound by Python and kernel launches at about
+20 ms per token for SmolLM2's 30 layers, whatever the GPU. A harness turn (about 150 tokens) then takes about
+3 s and an IFEval answer about 2 s, so the evaluation sizes the first GPU budget had (256 + 256 + 250 harness
+cases and 541 IFEval prompts, k = 4, five models) would take about 19 hours. The GPU budget therefore evaluates
+what the CPU budget evaluates (the same seeded cases at the same seed, 128 tokens a call, not 96), five
+models in five processes (``eval_workers``: about 160 s of decoding per model, about 230 s for all at 70 %
+parallel efficiency), and spends the rest on training: full fine-tuning of every weight in bfloat16, an SFT step
+at batch 8 of about 2,200 tokens taking about 0.3 s, so 80 steps over 640 rows (5x the CPU budget's rows) per SFT
+arm, 16 distillation and 4 RL steps: about 130 s, about 430 s with loading, data and the table. Plain Python.
 """
 
 from __future__ import annotations
@@ -50,7 +64,9 @@ class Budget:
     Evaluation (the evaluation half reads these):
 
     - ``k``: samples per evaluation case; ``n_t1``, ``n_t2``: T1 / T2 cases; ``n_t3_per_level``: T3 cases at
-      each perturbation level; ``n_t4``: IFEval prompts; ``eval_max_new_tokens``: tokens per model call.
+      each perturbation level; ``n_t4``: IFEval prompts; ``eval_max_new_tokens``: tokens per model call;
+      ``eval_workers``: models evaluated at once, one process each (the same cases and seeds, so the same
+      results as one after the other; GPU budgets, where one process leaves the GPU mostly idle).
     """
 
     name: BudgetName
@@ -82,11 +98,12 @@ class Budget:
     n_t3_per_level: int
     n_t4: int
     eval_max_new_tokens: int
+    eval_workers: int = 1
 
     def __post_init__(self) -> None:
         problems = [f"{n} must be at least 1" for n in (
             "sft_steps", "distill_steps", "rl_steps", "sft_batch_size", "distill_batch_size", "rl_batch_size",
-            "train_samples", "distill_prompts", "rl_prompts", "k", "threads") if getattr(self, n) < 1]
+            "train_samples", "distill_prompts", "rl_prompts", "k", "threads", "eval_workers") if getattr(self, n) < 1]
         if self.rl_generations < 2 or self.rl_batch_size % self.rl_generations:
             problems.append("rl_batch_size must be a multiple of rl_generations (at least 2)")
         if self.rl_prompts > self.train_samples:
@@ -126,13 +143,15 @@ _CPU = Budget(
     rl_lr=1e-4, lora=True, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
     k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=96)
 
-# The GPU budget: the same command in bfloat16 on one GPU, full fine-tuning, several epochs' worth of data.
+# The GPU budget: the same command in bfloat16 on one GPU (an H200 lent for 15 minutes: one command of at most
+# 10 minutes, module docstring), full fine-tuning on 5x the CPU budget's rows; evaluated on the CPU budget's cases
+# (the same selection at the same seed), the five models in five processes.
 _GPU = Budget(
-    name="gpu", sft_steps=200, distill_steps=40, rl_steps=12, sft_batch_size=8, distill_batch_size=8,
-    rl_batch_size=4, rl_generations=4, max_seq_len=3072, train_samples=1600, distill_prompts=320,
-    distill_max_new_tokens=64, rl_prompts=48, rl_max_completion_length=96, sft_lr=5e-5, distill_lr=2e-5,
+    name="gpu", sft_steps=80, distill_steps=16, rl_steps=4, sft_batch_size=8, distill_batch_size=8,
+    rl_batch_size=4, rl_generations=4, max_seq_len=3072, train_samples=640, distill_prompts=128,
+    distill_max_new_tokens=64, rl_prompts=16, rl_max_completion_length=96, sft_lr=5e-5, distill_lr=2e-5,
     rl_lr=1e-5, lora=False, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="bfloat16", threads=8,
-    k=4, n_t1=256, n_t2=256, n_t3_per_level=50, n_t4=541, eval_max_new_tokens=128)
+    k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=128, eval_workers=5)
 
 BUDGETS: dict[str, Budget] = {b.name: b for b in (_SMOKE, _CPU, _GPU)}
 

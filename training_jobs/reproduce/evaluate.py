@@ -399,6 +399,25 @@ def _pct(score: Mapping[str, Any] | None) -> str:
     return f"{100 * score['mean']:.1f} [{100 * score['ci_low']:.1f}, {100 * score['ci_high']:.1f}]"
 
 
+def _evaluate_in_processes(models: Mapping[str, Path], selection: Selection, *, budget: EvalBudget, seed: int,
+                           out_dir: Path, serving: str, workers: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """:func:`evaluate_model` for several models at once, one process each (``budget.eval_workers``; a GPU budget:
+    in-process generation decodes one sequence at a time, bound by Python and kernel launches, so one process
+    leaves the GPU mostly idle). Each process loads its own model and plays the same cases with the same seeds
+    (sample j of a case seeded ``seed + j`` on torch in whichever process plays it), so the results are those of
+    one process after the other; the processes write their progress straight to stdout."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    log(f"evaluating {', '.join(models)} in {workers} processes")
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {name: pool.submit(evaluate_model, name, model_dir, selection, budget=budget, seed=seed,
+                                     out_dir=out_dir, serving=serving, log=print)
+                   for name, model_dir in models.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: Path, seed: int,
                     log: Callable[[str], None] = print, serving: str | None = None) -> dict[str, Any]:
     """Evaluate every model (``{"base": dir, "fixed_sft": dir, ...}``: plain transformers checkpoints) on the same
@@ -417,10 +436,17 @@ def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: 
              f"({len(selection.t3)} levels), IFEval {len(selection.t4)}")
     log(f"evaluating {len(models)} model(s) on {sizes} cases, k={k}, seed {seed}, serving {serving}")
     evaluated: dict[str, Any] = {}
+    workers = min(int(getattr(budget, "eval_workers", 1) or 1), len(models))
+    if workers > 1:
+        evaluated = _evaluate_in_processes(models, selection, budget=budget, seed=seed, out_dir=out_dir,
+                                           serving=serving, workers=workers, log=log)
     for name, model_dir in models.items():
-        log(f"evaluating {name} ({model_dir})")
-        r = evaluate_model(name, model_dir, selection, budget=budget, seed=seed, out_dir=out_dir, serving=serving,
-                           log=log)
+        if workers > 1:
+            r = evaluated[name]
+        else:
+            log(f"evaluating {name} ({model_dir})")
+            r = evaluate_model(name, model_dir, selection, budget=budget, seed=seed, out_dir=out_dir,
+                               serving=serving, log=log)
         log(f"{name}: T1 {_pct(r['t1']['accuracy'])} · T2 {_pct(r['t2']['accuracy'])} · IFEval prompt strict "
             f"{_pct(r['t4']['prompt_strict'])} · {r['wall_s']:.0f} s")
         evaluated[name] = r

@@ -3,10 +3,19 @@
 ``run.json`` records what makes the run reproducible and comparable: the command, the base (directory and
 weights' sha256), the budget, the seed, every arm's stages, data hashes, steps and wall time, the evaluation's
 wall time, the files the table was written to and the git commit. Plain Python (the command and the worker run it).
+
+Without Django (a GPU host has none; :mod:`training_jobs.reproduce.gpu_bundle`), the same run::
+
+    python -m training_jobs.reproduce.run --base smol --budget gpu --seed 0 --out DIR
+
+takes the management command's arguments and refuses the same things (an unknown base or budget, a seed out of
+range, a base that is not built); ``--out`` defaults to ``$HAT_DATA_DIR/reproduce/<base>-<budget>-seed<N>``
+(``var/`` in the repository when ``HAT_DATA_DIR`` is unset, as the console's settings default).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -49,16 +58,27 @@ def weights_sha256(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def _bundle_record(base_dir: Path) -> dict[str, Any]:
+    """What :mod:`training_jobs.reproduce.gpu_bundle` recorded when it unpacked the base here (the bfloat16 copy a
+    GPU host trains from, and the float32 build it was cast from); nothing for a base built in place."""
+    path = Path(base_dir) / "gpu_bundle.json"
+    try:
+        return {"gpu_bundle": json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError):
+        return {}
+
+
 def command_line(base: str, budget: str, out_dir: Path, seed: int) -> str:
     return f"HF_HUB_OFFLINE=1 .venv/bin/python manage.py reproduce_hat --base {base} --budget {budget} " \
            f"--seed {seed} --out {out_dir}"
 
 
-def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Callable[[str], None] = print
-              ) -> dict[str, Any]:
+def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Callable[[str], None] = print,
+              command: str | None = None) -> dict[str, Any]:
     """Train every arm of :data:`training_jobs.reproduce.arms.ARMS` from ``base`` with the budget ``budget`` and
     ``seed``, evaluate them and the base (T1, T2, T3 by level, T4; ``k`` samples per case), write the table and
-    ``out_dir/run.json``. Returns run.json's content."""
+    ``out_dir/run.json``. Returns run.json's content. ``command``: the command line run.json records (default: the
+    management command's, :func:`command_line`)."""
     from training_jobs.reproduce.evaluate import evaluate_models
     from training_jobs.reproduce.table import write_table
 
@@ -78,12 +98,14 @@ def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Call
     tables = write_table(results, out_dir)
     data = json.loads((out_dir / "data" / "data.json").read_text(encoding="utf-8"))
     run = {
-        "command": command_line(base, budget, out_dir, seed),
+        "command": command or command_line(base, budget, out_dir, seed),
         "argv": sys.argv,
-        "base": {"name": base, "dir": str(base_dir), "weights_sha256": weights_sha256(base_dir)},
+        "base": {"name": base, "dir": str(base_dir), "weights_sha256": weights_sha256(base_dir),
+                 **_bundle_record(base_dir)},
         "budget": b.to_dict(),
         "seed": seed,
-        "git_commit": git_commit(),
+        # a copy of the tree without .git (a GPU host) records the commit it was sent from, if the caller says it
+        "git_commit": git_commit() or os.environ.get("HAT_GIT_COMMIT") or None,
         "data": data,
         "arms": {name: r.to_dict() for name, r in arms.items()},
         "models": {name: str(path) for name, path in models.items()},
@@ -96,3 +118,53 @@ def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Call
     log(f"reproduce_hat: done in {run['wall_s']['total']} s; table: "
         + ", ".join(str(p) for p in tables.values()))
     return run
+
+
+def default_out_dir(base: str, budget: str, seed: int) -> Path:
+    """Where a run writes when no ``--out`` is given: ``<data dir>/reproduce/<base>-<budget>-seed<N>``, the data
+    dir being ``HAT_DATA_DIR`` or ``var/`` in the repository (the console settings' default), as the command."""
+    data_dir = Path(os.environ.get("HAT_DATA_DIR") or REPO / "var")
+    return data_dir / "reproduce" / f"{base}-{budget}-seed{seed}"
+
+
+def plain_command_line(base: str, budget: str, out_dir: Path, seed: int) -> str:
+    return f"HF_HUB_OFFLINE=1 python -m training_jobs.reproduce.run --base {base} --budget {budget} " \
+           f"--seed {seed} --out {out_dir}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training_jobs.reproduce.run``: ``manage.py reproduce_hat`` without Django. Exit status 2 for a bad
+    argument (argparse), 1 when the base is not built, 0 when the run wrote its table."""
+    from training_jobs.reproduce.budgets import BUDGET_NAMES
+
+    parser = argparse.ArgumentParser(
+        prog="python -m training_jobs.reproduce.run",
+        description="Train the four HAT arms from one base and budget, evaluate them and the base, write the table "
+                    "(manage.py reproduce_hat without Django).")
+    parser.add_argument("--base", required=True, choices=BASE_NAMES,
+                        help="tiny: models/demo-tiny; smol: models/smollm2-135m (built by make install)")
+    parser.add_argument("--budget", required=True, choices=BUDGET_NAMES,
+                        help="smoke: minutes on CPU (CI); cpu: about two hours on 2 cores; gpu: bfloat16")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default: <HAT_DATA_DIR or var>/reproduce/<base>-<budget>-seed<N>)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data draw and of every stage")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from training_jobs.hat.config import MAX_SEED
+
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed: 0 to {MAX_SEED}")
+    try:
+        base_model_dir(args.base)
+    except BaseNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else default_out_dir(args.base, args.budget, args.seed)
+    run = reproduce(base=args.base, budget=args.budget, out_dir=out, seed=args.seed, log=lambda line: print(
+        line, flush=True), command=plain_command_line(args.base, args.budget, out, args.seed))
+    print(f"done in {run['wall_s']['total']} s: {out / 'run.json'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
