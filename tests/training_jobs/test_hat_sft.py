@@ -219,3 +219,17 @@ def sys_executable() -> str:
     import sys
 
     return sys.executable
+
+
+def test_bf16_stages_keep_float32_master_weights():
+    """bf16 is autocast in the trainer, not the weights' dtype: loaded in bfloat16, an Adam step at a fine-tuning
+    learning rate is about one bfloat16 rounding step and most updates would be lost."""
+    import torch
+
+    from training_jobs.hat.stage import load_model
+    from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
+
+    model, _ = load_model(DEMO_MODEL_DIR, SFTStageConfig(device="cuda", bf16=True))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    w = torch.tensor(1.0, dtype=torch.bfloat16)
+    assert w + 1e-3 == w  # why: a 0.1 % update vanishes in bfloat16
