@@ -118,7 +118,8 @@ class VllmServer:
 def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HOST, port: int | None = None,
                enable_lora: bool = False, served_model_name: str | None = None, ready_timeout: float = 600.0,
                log_path: str | Path | None = None, extra_args: list[str] | None = None,
-               threads: int | None = None, cpus: list[int] | None = None, nice: int = 0) -> VllmServer:
+               threads: int | None = None, cpus: list[int] | None = None, nice: int = 0,
+               max_model_len: int = 2048) -> VllmServer:
     """Start vLLM for ``model_dir`` and wait until it answers ``/health`` (about 90 s on a loaded 2-core machine).
     ``enable_lora`` also allows loading adapters at run time; ``threads`` caps its OpenMP threads; ``cpus`` keeps
     the server and its engine processes on those cores and ``nice`` lowers their priority (benchmarks: the model
@@ -127,7 +128,7 @@ def start_vllm(model_dir: str | Path = DEMO_MODEL_DIR, *, host: str = DEFAULT_HO
         raise RuntimeError(f"no vLLM environment at {vllm_python()}: run `make install` (it makes .venv-vllm)")
     port = port or free_port(host)
     argv = vllm_argv(model_dir, port=port, host=host, served_model_name=served_model_name, enable_lora=enable_lora,
-                     extra_args=extra_args)
+                     max_model_len=max_model_len, extra_args=extra_args)
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
 
     def place() -> None:  # in the child before exec: its engine processes inherit both

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from training_jobs.reproduce import gpu_bundle as G
+from training_jobs.reproduce import gpu_preflight as P
 from training_jobs.reproduce import run as R
 from training_jobs.reproduce.budgets import budget_for
 
@@ -175,10 +176,10 @@ def test_the_gpu_budget_fits_the_device_command_and_the_first_one_did_not():
 
     b = budget_for("gpu", "smol")
     assert b.eval_workers == 5 and b.dtype == "bfloat16" and not b.lora
-    assert G.estimate(b)["total"] <= 480  # the script stops the run at 540 s; a command may run 600 s
+    assert P.estimate(b)["total"] <= 480  # the script stops the run at 540 s; a command may run 600 s
     first = replace(b, sft_steps=200, distill_steps=40, rl_steps=12, train_samples=1600, k=4, n_t1=256, n_t2=256,
                     n_t3_per_level=50, n_t4=541, eval_workers=1)
-    assert G.estimate(first)["evaluation"] > 10 * 3600
+    assert P.estimate(first)["evaluation"] > 10 * 3600
     assert budget_for("cpu", "smol").eval_workers == 1 and budget_for("smoke", "tiny").eval_workers == 1
     with pytest.raises(ValueError, match="eval_workers must be at least 1"):
         replace(b, eval_workers=0)

@@ -12,7 +12,7 @@ steps take about an hour. Evaluation costs about as much again: a forward pass o
 about 4-5 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and
 20 IFEval answers per model, for five models, take about an hour.
 
-Figures behind the GPU budget (one H200, bfloat16; :func:`training_jobs.reproduce.gpu_bundle.estimate`, planning
+Figures behind the GPU budget (one H200, bfloat16; :func:`training_jobs.reproduce.gpu_preflight.estimate`, planning
 figures that the bundle's ``preflight`` replaces by measurements on the host before the run): a device command
 may run 10 minutes and a session has 15 minutes of device time in all, transfers of the base included, so the
 run must end within about 9 minutes (the script stops it at 540 s). The GPU is not what limits it: generation

@@ -107,8 +107,8 @@ def _over_http(model_dir: Path, *, serving: str, dtype: str, threads: int,
         from streams.vllm_cpu import start_vllm
 
         length = min(_context_length(model_dir), 4096)
-        server = start_vllm(model_dir, threads=threads, log_path=log_path,
-                            extra_args=["--dtype", dtype, "--max-model-len", str(length)])
+        server = start_vllm(model_dir, threads=threads, log_path=log_path, max_model_len=length,
+                            extra_args=["--dtype", dtype])
     else:
         from training_jobs.tiny_model.serve import start_local_server
 
