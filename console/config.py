@@ -53,6 +53,12 @@ class ConsoleSettings(BaseSettings):
     # transformers serve pins the model it was started with and only accepts that name: its absolute path.
     local_model_name: str = Field(default=str(BASE_DIR / "models" / "demo-tiny"), min_length=1,
                                   description="the model name the local server accepts")
+    # make run's second model server (SmolLM2-135M + the glow-gadget demo adapter; seed_demo's endpoint "flagship"):
+    # vLLM serves the adapter under its --lora-modules name
+    flagship_model_url: str = Field(default="http://127.0.0.1:8012/v1",
+                                    description="the model server that answers on the flagship harness glow-gadget")
+    flagship_model_name: str = Field(default="glow-gadget-smollm2", min_length=1,
+                                     description="the model name that server accepts (the adapter's name)")
     # Outbound requests (model endpoints) go only to these hosts (streams.engine.outbound); API keys are the
     # variables HAT_ENDPOINT_SECRET_<NAME> (console.secrets), referenced by name from endpoint records.
     outbound_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],

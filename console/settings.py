@@ -211,6 +211,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # streams.services.model_endpoint_ensure_default): HAT_LOCAL_MODEL_URL, HAT_LOCAL_MODEL_NAME.
 HAT_LOCAL_MODEL_URL = ENV.local_model_url
 HAT_LOCAL_MODEL_NAME = ENV.local_model_name
+HAT_FLAGSHIP_MODEL_URL = ENV.flagship_model_url
+HAT_FLAGSHIP_MODEL_NAME = ENV.flagship_model_name
 # Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
 HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
 # What tool bindings may call (streams.tool_bindings; streams.services.tool_runtime builds the runtime from these):

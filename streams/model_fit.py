@@ -31,6 +31,9 @@ class ModelFit:
     trained_on: tuple[str, ...] = ()
     expectation: str = ""
     evidence: dict[str, Any] | None = field(default=None)
+    # other endpoints whose model was trained on this harness ({"id", "name", "model", "exact"}): where to try it
+    better: tuple[dict[str, Any], ...] = ()
+    version_id: Any = None
 
 
 def _seconds(ms: float) -> str:
@@ -76,6 +79,22 @@ def _versions_here(hashes) -> str:
     return ", ".join(f"{slug} v{number}" for slug, number in rows)
 
 
+def endpoints_trained_on(version, *, exclude: ModelEndpoint | None = None) -> list[dict[str, Any]]:
+    """The endpoints whose model was trained on ``version``'s harness, exact version first (``exact``: on this very
+    manifest), with the name of the model: where a harness that the default model never saw can be tried."""
+    hashes = set(version.harness.versions.values_list("content_hash", flat=True))
+    out = []
+    for endpoint in ModelEndpoint.objects.exclude(pk=exclude.pk if exclude else None).order_by("name"):
+        trained = model_trained_harnesses(endpoint_id=endpoint.pk, served_model=endpoint.model)
+        if trained is None:
+            continue
+        if version.content_hash in trained.manifest_hashes or hashes & trained.manifest_hashes \
+                or version.harness.slug in trained.slugs:
+            out.append({"id": endpoint.pk, "name": endpoint.name, "model": trained.model_name,
+                        "exact": version.content_hash in trained.manifest_hashes})
+    return sorted(out, key=lambda e: not e["exact"])
+
+
 def model_fit(*, endpoint: ModelEndpoint, version) -> ModelFit | None:
     """The notice for ``version`` played on ``endpoint``, or None: its model was trained on this very manifest, or
     the registry does not know the model (nothing to say)."""
@@ -94,7 +113,7 @@ def model_fit(*, endpoint: ModelEndpoint, version) -> ModelFit | None:
                         headline=f"{trained.model_name} was trained on {what}, not on v{version.number}.",
                         message="Renamed tools or skills, or a reworded prompt, may throw it off.",
                         expectation=_evidence_sentence(harness.slug, evidence) if evidence else "",
-                        evidence=evidence)
+                        evidence=evidence, version_id=version.pk)
     max_retries, fallback_line, _hook = retry_policy(version.manifest)
     here = _versions_here(trained.manifest_hashes)
     if trained.described:
@@ -110,4 +129,5 @@ def model_fit(*, endpoint: ModelEndpoint, version) -> ModelFit | None:
                        f"{version.manifest.constraints.turn_deadline_s:g} s), then says “{fallback_line}”.")
     return ModelFit(level="warning", model=trained.model_name, harness=harness.slug, message=message,
                     headline=f"{trained.model_name} was not trained on {harness.slug}.",
-                    trained_on=trained.described, expectation=expectation, evidence=evidence)
+                    trained_on=trained.described, expectation=expectation, evidence=evidence,
+                    better=tuple(endpoints_trained_on(version, exclude=endpoint)), version_id=version.pk)

@@ -61,7 +61,7 @@ def _columns(request: HttpRequest, version: HarnessVersion) -> list[dict[str, An
 
 def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, error: DomainError | None = None,
           text: str = "") -> HttpResponse:
-    endpoint = services.try_draft_endpoint()
+    endpoint = services.try_draft_endpoint(version)
     production = services.try_draft_production(version)
     columns = _columns(request, version) if request.method == "GET" else []
     return render(request, TEMPLATE, {

@@ -130,8 +130,9 @@ def _ensure_endpoint() -> None:
 def preview_list(request: HttpRequest) -> HttpResponse:
     _ensure_endpoint()
     initial = {}
-    if request.GET.get("version"):
-        initial["version"] = request.GET["version"]
+    for key in ("version", "endpoint"):  # links prefill the form (a version page; the model-fit notice)
+        if request.GET.get(key):
+            initial[key] = request.GET[key]
     form = PreviewOpenForm(request.POST or None, initial=initial)  # else the version production points at
     error = None
     if request.method == "POST" and form.is_valid():

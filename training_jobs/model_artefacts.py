@@ -158,30 +158,41 @@ def _demo_manifest_record(name: str) -> Record:
     return set(), {digest} if digest else set(), [f"the demo manifest {name} (harness_editor/demo/{name}.yaml)"]
 
 
-def demo_checkpoint_manifests() -> list[str]:
-    """The demo manifests the committed checkpoint's lineage trained on, as its pipeline recorded them in
-    ``metrics.json`` (``trained_manifests``); the tiny room for a checkpoint from before that record."""
+def committed_manifests(model_dir) -> list[str] | None:
+    """The demo manifests a committed model directory's recipe recorded in its ``metrics.json``
+    (``trained_manifests``); None when it records none."""
     import json
+    from pathlib import Path
 
     try:
-        names = json.loads((_demo_dir() / "metrics.json").read_text(encoding="utf-8")).get("trained_manifests")
-    except (OSError, ValueError, AttributeError):
-        names = None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
-        return ["tiny_room"]
+        names = json.loads((Path(model_dir) / "metrics.json").read_text(encoding="utf-8")).get("trained_manifests")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return None
     return names
 
 
-def _demo_checkpoint_record() -> Record:
+def demo_checkpoint_manifests() -> list[str]:
+    """The demo manifests the committed checkpoint's lineage trained on, as its pipeline recorded them in
+    ``metrics.json`` (``trained_manifests``); the tiny room for a checkpoint from before that record."""
+    return committed_manifests(_demo_dir()) or ["tiny_room"]
+
+
+def _manifests_record(names: list[str]) -> Record:
     slugs: set[str] = set()
     hashes: set[str] = set()
     words: list[str] = []
-    for name in demo_checkpoint_manifests():
+    for name in names:
         rec = _demo_manifest_record(name)
         slugs |= rec[0]
         hashes |= rec[1]
         words += rec[2]
     return slugs, hashes, words
+
+
+def _demo_checkpoint_record() -> Record:
+    return _manifests_record(demo_checkpoint_manifests())
 
 
 def _version_record(ref: str) -> Record:
@@ -236,14 +247,16 @@ def _harnesses(name: str, records: list[Record]) -> TrainedHarnesses:
 
 
 def trained_harnesses(row: TrainedModel) -> TrainedHarnesses:
-    """What ``row`` and its ancestors were trained on (the datasets of their stages; the committed checkpoint's own
-    recipe)."""
+    """What ``row`` and its ancestors were trained on (the datasets of their stages; a committed model's own
+    recipe: the demo checkpoint, the glow-gadget demo adapter)."""
     records: list[Record] = []
     for node in row.lineage():
         if node.dataset_id is not None:
             records.append(_dataset_record(node.dataset.sources))
         elif node.kind == TrainedModel.Kind.BASE and _same_dir(node.path, _demo_dir()):
             records.append(_demo_checkpoint_record())
+        elif (names := committed_manifests(node.path)) is not None:
+            records.append(_manifests_record(names))
     return _harnesses(row.name, records)
 
 

@@ -12,6 +12,7 @@ from streams.services.catalog import (
     catalog_seed_demo,
     live_room_load,
     model_endpoint_ensure_default,
+    model_endpoint_ensure_flagship,
     scenario_import,
     scenarios_seed_demo,
 )
@@ -47,7 +48,8 @@ from streams.services.runs import run_ended, scenario_run_cancel, scenario_run_e
 
 __all__ = [
     "catalog", "play", "preview", "runs", "DEFAULT_ENDPOINT_NAME", "DEMO_ROOM_PATH", "DEMO_ROOM_SLUG",
-    "IMPORT_SCENARIO", "catalog_seed_demo", "live_room_load", "model_endpoint_ensure_default", "scenario_import",
+    "IMPORT_SCENARIO", "catalog_seed_demo", "live_room_load", "model_endpoint_ensure_default",
+    "model_endpoint_ensure_flagship", "scenario_import",
     "scenarios_seed_demo", "ASAP", "LOST_TURN_S", "MAX_PLAY_SPEED", "STALLED_TICK_S", "WAIT_TICK_S",
     "preview_clock_tick", "preview_close", "preview_pause", "preview_play", "preview_play_nudge",
     "preview_play_sweep_stalled", "preview_resume", "COMMENTS_PER_TURN", "MAX_STEP_MINUTES",

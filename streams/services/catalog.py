@@ -158,6 +158,8 @@ def scenarios_seed_demo() -> list[Scenario]:
 # --- model endpoints ----------------------------------------------------------------------------------
 
 DEFAULT_ENDPOINT_NAME = "local"
+# make run's second model server: SmolLM2-135M with the glow-gadget demo adapter (issue 14), never the default
+FLAGSHIP_ENDPOINT_NAME = "flagship"
 
 
 def _check_endpoint(endpoint: ModelEndpoint) -> None:
@@ -181,3 +183,13 @@ def model_endpoint_ensure_default() -> ModelEndpoint:
         local, _created = ModelEndpoint.objects.update_or_create(
             name=DEFAULT_ENDPOINT_NAME, defaults={**fields, "is_default": other_default is None})
     return other_default or local
+
+
+def model_endpoint_ensure_flagship() -> ModelEndpoint:
+    """The endpoint named ``flagship`` from the environment (HAT_FLAGSHIP_MODEL_URL, HAT_FLAGSHIP_MODEL_NAME: make
+    run's SmolLM2 server with the glow-gadget adapter), created or brought up to date; never the default (the
+    default stays the tiny model, which answers in a second). Idempotent."""
+    endpoint, _ = ModelEndpoint.objects.update_or_create(name=FLAGSHIP_ENDPOINT_NAME, defaults={
+        "base_url": settings.HAT_FLAGSHIP_MODEL_URL, "model": settings.HAT_FLAGSHIP_MODEL_NAME,
+        "kind": ModelEndpoint.Kind.LOCAL})
+    return endpoint

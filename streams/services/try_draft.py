@@ -56,9 +56,18 @@ def try_draft_problems(version) -> list[dict[str, str]]:
     return []
 
 
-def try_draft_endpoint() -> ModelEndpoint:
-    """The endpoint a preview room opens on by default."""
-    return ModelEndpoint.objects.filter(is_default=True).first() or model_endpoint_ensure_default()
+def try_draft_endpoint(version=None) -> ModelEndpoint:
+    """The endpoint a draft is tried on: the default one, unless its model was never trained on ``version``'s
+    harness and another endpoint's model was (this very version first): one click, no setup, and a flagship draft
+    is not tried on a model that can only fall back on it."""
+    from streams.model_fit import model_fit
+
+    default = ModelEndpoint.objects.filter(is_default=True).first() or model_endpoint_ensure_default()
+    if version is not None:
+        fit = model_fit(endpoint=default, version=version)
+        if fit is not None and fit.better:
+            return ModelEndpoint.objects.get(pk=fit.better[0]["id"])
+    return default
 
 
 def try_draft_start(*, user, version, text: str) -> list[TrySide]:
@@ -81,7 +90,7 @@ def try_draft_start(*, user, version, text: str) -> list[TrySide]:
     versions = [(DRAFT, version)]
     if production is not None and production.pk != version.pk:
         versions.append((PRODUCTION, production))
-    endpoint = try_draft_endpoint()
+    endpoint = try_draft_endpoint(version)
     sides: list[TrySide] = []
     with transaction.atomic():
         rooms = [(side, v, preview_open(user=user, version=v, endpoint=endpoint, seed=0)) for side, v in versions]

@@ -88,3 +88,46 @@ def test_seed_demo_registers_make_runs_server_and_the_live_deployment():
     assert in_force.profile == profile
     assert list(AuditEvent.objects.filter(scope="deployment:tiny-room-live").order_by("id")
                 .values_list("action", flat=True)) == ["deployment.create", "deployment.approve"]
+
+
+def test_seed_demo_serves_glow_gadget_on_a_model_trained_on_it(client):
+    """The flagship harness is answered by the committed glow-gadget adapter of SmolLM2 behind the endpoint
+    ``flagship`` (make run's second vLLM server): registered with what it was trained on, shown in the notice of
+    a room on the tiny model, picked by "Try this draft", and one room of production on it for alice."""
+    from streams.model_fit import model_fit
+    from streams.models import ModelEndpoint, PreviewRoom, ServerInstance
+    from streams.services.try_draft import try_draft_endpoint
+    from training_jobs.base_models import glow_adapter, smollm2
+    from training_jobs.models import TrainedModel
+
+    call_command("seed_demo")
+    call_command("seed_demo")  # idempotent: one adapter row, one endpoint, one server record, one room
+    adapter = TrainedModel.objects.get(is_adapter=True, path=str(glow_adapter.ADAPTER_DIR.resolve()))
+    assert adapter.parent.path == str(smollm2.MODEL_DIR.resolve()) and adapter.lora_rank == 16
+    assert adapter.recipe["trained_manifests"] == list(glow_adapter.MIX) and adapter.recipe["command"]
+    flagship = ModelEndpoint.objects.get(name="flagship")
+    assert not flagship.is_default and flagship.model == glow_adapter.ADAPTER_NAME
+    assert flagship.base_url.endswith(":8012/v1") and adapter.endpoint_id == flagship.pk
+    server = ServerInstance.objects.get(endpoint=flagship)
+    assert (server.managed, server.status, server.model, server.profile.name) == (False, "ready", adapter,
+                                                                                  "vllm-cpu-flagship")
+    assert server.profile.spec["served_model_name"] == glow_adapter.ADAPTER_NAME
+    harness = Harness.objects.get(slug="glow-gadget")
+    v1, v3 = harness.versions.get(number=1), harness.versions.get(number=3)
+    room = PreviewRoom.objects.get(endpoint=flagship)
+    assert (room.harness_version, room.created_by.username) == (v1, "alice")
+
+    assert model_fit(endpoint=flagship, version=v1) is None  # trained on this very manifest
+    local = ModelEndpoint.objects.get(name="local")
+    fit = model_fit(endpoint=local, version=v1)
+    assert fit.level == "warning" and fit.better[0]["name"] == "flagship" and fit.better[0]["exact"]
+    assert try_draft_endpoint(v3) == flagship  # v3 (in review) was in the adapter's data too
+    assert try_draft_endpoint(Harness.objects.get(slug="tiny-room").versions.get()) == local
+
+    alice = get_user_model().objects.get(username="alice")
+    client.force_login(alice)
+    other = PreviewRoom.objects.create(created_by=alice, harness_version=v1, endpoint=local, room_state={})
+    page = client.get(f"/preview/{other.pk}/").content.decode()
+    assert 'data-testid="model-fit-better"' in page and f"endpoint={flagship.pk}" in page
+    form = client.get(f"/preview/?version={v1.pk}&endpoint={flagship.pk}").content.decode()
+    assert f'<option value="{flagship.pk}" selected>' in form

