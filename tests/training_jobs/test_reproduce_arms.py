@@ -1,8 +1,9 @@
-"""The training half of ``manage.py reproduce_hat`` (training_jobs.reproduce) for real, at the smoke budget on the
-tiny base: all four arms train (each model directory loads and its weights differ from the base), the two SFT
-arms get the same steps, batch and number of rows of the same tasks in the same order, the seed reaches the data
-and every stage, and no held-out harness state or evaluation text (T1-T4, IFEval included) is in any arm's
-training data. All training is in this one module (TRL's import cost); the arms are trained once."""
+"""``manage.py reproduce_hat`` (training_jobs.reproduce) for real, end to end, at the smoke budget on the tiny base:
+the command runs once in this module, uninterrupted (train, evaluate, write the table), as `.ci/run` runs it. Then:
+all four arms trained (each model directory loads and its weights differ from the base), the two SFT arms got the
+same steps, batch and number of rows of the same tasks in the same order, the seed reached the data and every
+stage, every model and the base were evaluated and the table has every cell (not the values), and no held-out
+harness state or evaluation text (T1-T4, IFEval included) is in any arm's training data."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from training_jobs.reproduce import data as D
-from training_jobs.reproduce.arms import ARMS, prepare_data, train_arms, training_prompts
+from training_jobs.reproduce.arms import ARMS, prepare_data, training_prompts
 from training_jobs.reproduce.budgets import BASE_NAMES, BUDGET_NAMES, BUDGETS, budget_for
 from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
 
@@ -27,10 +28,23 @@ def budget():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, budget):
+    """The command's own run: its stdout lines and the arms as run.json records them."""
+    import io
+
+    from django.core.management import call_command
+
+    from training_jobs.reproduce.arms import ArmResult
+
     out = tmp_path_factory.mktemp("reproduce")
-    lines: list[str] = []
-    results = train_arms(base_dir=DEMO_MODEL_DIR, budget=budget, out_dir=out, seed=SEED, log=lines.append)
-    return out, results, lines
+    stdout = io.StringIO()
+    call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", str(SEED), "--out", str(out),
+                 stdout=stdout)
+    run = json.loads((out / "run.json").read_text())
+    results = {name: ArmResult(arm=a["arm"], model_dir=Path(a["model_dir"]), stages=tuple(a["stages"]),
+                               steps=a["steps"], wall_s=a["wall_s"], train_data_sha256=a["train_data_sha256"],
+                               data={k: Path(v) for k, v in a["data"].items()}, config=a["config"])
+               for name, a in run["arms"].items()}
+    return out, results, stdout.getvalue().splitlines()
 
 
 def _weights(model_dir):
@@ -217,30 +231,12 @@ def test_the_command_refuses_a_base_that_is_not_built(monkeypatch, tmp_path):
         call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", "-1")
 
 
-def test_the_command_trains_evaluates_and_records_the_run(trained, budget, monkeypatch):
-    """manage.py reproduce_hat at the smoke budget: the arms this module trained (train_arms with the command's
-    own arguments: the training is not repeated), every model and the base evaluated, the table written, and
-    run.json with the config, data hashes, commit and wall times."""
-    import io
+def test_the_command_trains_evaluates_and_records_the_run(trained, budget):
+    """The command's run.json: the config, data hashes, commit and wall times; every model and the base evaluated;
+    the table written with every cell."""
+    from training_jobs.reproduce.table import COLUMNS, ROWS, table_cells
 
-    from django.core.management import call_command
-
-    pytest.importorskip("training_jobs.reproduce.evaluate")  # the evaluation half (committed on its own)
-    pytest.importorskip("training_jobs.reproduce.table")
-    from training_jobs.reproduce import run as R
-
-    out, results, _ = trained
-    asked = []
-
-    def trained_already(*, base_dir, budget, out_dir, seed, log):
-        asked.append((Path(base_dir), budget, Path(out_dir), seed))
-        return results
-
-    monkeypatch.setattr(R, "train_arms", trained_already)
-    stdout = io.StringIO()
-    call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", str(SEED), "--out", str(out),
-                 stdout=stdout)
-    assert asked == [(DEMO_MODEL_DIR, budget, out, SEED)]
+    out, results, lines = trained
     run = json.loads((out / "run.json").read_text())
     assert set(run["arms"]) == set(ARMS) and set(run["models"]) == {"base", *ARMS}
     assert run["models"]["base"] == str(DEMO_MODEL_DIR) and run["base"]["weights_sha256"]
@@ -254,12 +250,11 @@ def test_the_command_trains_evaluates_and_records_the_run(trained, budget, monke
     evaluation = json.loads((out / "evaluation.json").read_text())
     assert set(evaluation["models"]) == {"base", *ARMS}
     assert run["tables"] and all(Path(p).is_file() for p in run["tables"].values())
-    from training_jobs.reproduce.table import COLUMNS, ROWS, table_cells
-
     cells = table_cells(evaluation)  # TableError on any missing or malformed cell
     assert set(cells) == {row for row, _ in ROWS} == {"base", *ARMS}
     assert all(set(row) == {c.key for c in COLUMNS} for row in cells.values())
-    assert "done in" in stdout.getvalue()
+    assert [c["claim"] for c in json.loads((out / "results.json").read_text())["claims"]] == ["a", "b", "c"]
+    assert any("done in" in line for line in lines)
 
 
 def test_a_base_whose_template_hides_the_tools_is_refused_before_training(tmp_path, budget):
