@@ -132,7 +132,8 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
         "name": ADAPTER_NAME, "base": "SmolLM2-135M-Instruct (models/smollm2-135m)",
         "base_weights_sha256": record["weights_sha256"], "trained_manifests": list(MIX), "mix": MIX,
         "spec": asdict(spec), "steps": result.steps, "wall_s": round(time.perf_counter() - t0, 1),
-        "train": result.metrics, "commit": git_commit(), "command": TRAIN_COMMAND,
+        "train": result.metrics, "commit": git_commit(),
+        "command": f"{TRAIN_COMMAND} --steps {spec.steps} --learning-rate {spec.learning_rate}",
         "adapter_sha256": {n: smollm2.sha256_file(out_dir / n) for n in ADAPTER_FILES},
     }
     (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
