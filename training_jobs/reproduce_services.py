@@ -25,12 +25,13 @@ from console import roles
 from console.errors import ValidationFailed
 from console.jobs import JobCancelled, JobReporter, job_cancel, job_enqueue, job_run
 from console.services import audit_record
+from training_jobs.reproduce.arms import ARMS
 from training_jobs.reproduce_models import LOG_LINES_KEPT, ReproductionRun
 from training_jobs.services.access import require, require_manager
 
 logger = logging.getLogger(__name__)
 
-ARM_NAMES = ("fixed_sft", "hsa_sft", "hsa_sft_distill", "hsa_sft_distill_rl")
+ARM_NAMES = ARMS  # the arms reproduce() trains, in its order (one list: training_jobs.reproduce.arms)
 MODEL_NAMES = ("base", *ARM_NAMES)
 PROGRESS_TOTAL = len(ARM_NAMES) + len(MODEL_NAMES) + 1  # arms trained, models evaluated, the table written
 LOG_FLUSH_EVERY_S = 5.0
