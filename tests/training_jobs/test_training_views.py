@@ -420,9 +420,12 @@ def test_seed_demo_registers_the_demo_base_model_once(capsys):
     base = TrainedModel.objects.get(name__startswith="demo-tiny")
     assert base.kind == "base" and base.parent is None and (base.directory / "config.json").is_file()
     assert "Base model for training jobs: demo-tiny" in capsys.readouterr().out
-    # the SmolLM2 base (built by make install) too, registered before demo-tiny: the tiny model stays the newest
-    assert list(TrainedModel.objects.order_by("-created_at").values_list("name", flat=True)) == [
-        base.name, "smollm2-135m (SmolLM2-135M-Instruct, built at install)"]
+    # the SmolLM2 base (built by make install) too, registered before demo-tiny: the tiny model stays the newest base
+    # (the training form's default); the glow-gadget adapter of SmolLM2 is an adapter, not a base
+    assert list(TrainedModel.objects.filter(is_adapter=False).order_by("-created_at").values_list(
+        "name", flat=True)) == [base.name, "smollm2-135m (SmolLM2-135M-Instruct, built at install)"]
+    assert list(TrainedModel.objects.filter(is_adapter=True).values_list("parent__name", flat=True)) == [
+        "smollm2-135m (SmolLM2-135M-Instruct, built at install)"]
 
 
 def test_admin_shows_jobs_and_models_read_only(client, finished):
