@@ -46,7 +46,17 @@ def _supervised(run: str) -> dict[str, str]:
 
 def test_make_run_serves_the_demo_model_on_vllm_beside_four_workers():
     procs = _supervised(_make_dry_run("run"))
-    assert set(procs) == {"model", "interactive", "default", "gpu", "serve", "scheduler", "web"}
+    assert set(procs) == {"model", "flagship", "interactive", "default", "gpu", "serve", "scheduler", "web"}
+    # the flagship harness's model: SmolLM2 with the glow-gadget adapter merged in (make install), under the name the
+    # endpoint "flagship" carries, on both cores
+    flagship = procs["flagship"].split()
+    assert flagship[1:3] == ["-m", "streams.vllm_cpu"] and "--enable-lora" not in flagship
+    assert flagship[flagship.index("--model-dir") + 1] == "models/smollm2-135m-glow"
+    assert flagship[flagship.index("--port") + 1] == "8012" and flagship[flagship.index("--threads") + 1] == "2"
+    assert flagship[flagship.index("--served-model-name") + 1] == _make_var("HAT_FLAGSHIP_MODEL_NAME") == \
+        "glow-gadget-smollm2"
+    assert _make_var("HAT_FLAGSHIP_MODEL_URL") == "http://127.0.0.1:8012/v1"
+    assert "glow_adapter merge" in _make_dry_run("smollm2-base")
     model = procs["model"].split()
     assert model[1:4] == ["-m", "streams.vllm_cpu", "--model-dir"] and "--enable-lora" in model
     assert model[model.index("--max-lora-rank") + 1] == "16" and model[model.index("--port") + 1] == "8011"
