@@ -262,7 +262,11 @@ def card_text(metrics: dict[str, Any]) -> str:
                   "| measure | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
         for key, label in CARD_FIGURES:
             lines.append(f"| {label} | " + " | ".join(_pct(heldout[n].get(key)) for n in names) + " |")
-        lines.append("")
+        lines.append("| *cases: tool-call / product-tool steps, free-running turns* | " + " | ".join(
+            "{tool_call_steps} / {product_tool_steps}, {end_to_end_turns}".format(**heldout[n].get("counts", {}))
+            for n in names) + " |")
+        lines += ["", "Few cases each (a quick measurement): read them as rough shares, not as figures with "
+                  "intervals.", ""]
     else:
         lines += ["Not measured yet: `python -m training_jobs.base_models.glow_adapter evaluate` (served, about 3 s "
                   "a model call on two quiet cores, 10 s under load: about half an hour for 12 turns per version).",
