@@ -132,15 +132,10 @@ def plain_command_line(base: str, budget: str, out_dir: Path, seed: int) -> str:
            f"--seed {seed} --out {out_dir}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m training_jobs.reproduce.run``: ``manage.py reproduce_hat`` without Django. Exit status 2 for a bad
-    argument (argparse), 1 when the base is not built, 0 when the run wrote its table."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``manage.py reproduce_hat`` and of :func:`main` (one list for both)."""
     from training_jobs.reproduce.budgets import BUDGET_NAMES
 
-    parser = argparse.ArgumentParser(
-        prog="python -m training_jobs.reproduce.run",
-        description="Train the four HAT arms from one base and budget, evaluate them and the base, write the table "
-                    "(manage.py reproduce_hat without Django).")
     parser.add_argument("--base", required=True, choices=BASE_NAMES,
                         help="tiny: models/demo-tiny; smol: models/smollm2-135m (built by make install)")
     parser.add_argument("--budget", required=True, choices=BUDGET_NAMES,
@@ -148,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None,
                         help="output folder (default: <HAT_DATA_DIR or var>/reproduce/<base>-<budget>-seed<N>)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data draw and of every stage")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training_jobs.reproduce.run``: ``manage.py reproduce_hat`` without Django. Exit status 2 for a bad
+    argument (argparse), 1 when the base is not built, 0 when the run wrote its table."""
+    parser = argparse.ArgumentParser(
+        prog="python -m training_jobs.reproduce.run",
+        description="Train the four HAT arms from one base and budget, evaluate them and the base, write the table "
+                    "(manage.py reproduce_hat without Django).")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from training_jobs.hat.config import MAX_SEED

@@ -15,20 +15,14 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from training_jobs.reproduce.budgets import BASE_NAMES, BUDGET_NAMES
-
 
 class Command(BaseCommand):
     help = "Train the four HAT arms from one base and budget, evaluate them and the base, write the table."
 
     def add_arguments(self, parser):
-        parser.add_argument("--base", required=True, choices=BASE_NAMES,
-                            help="tiny: models/demo-tiny; smol: models/smollm2-135m (built by make install)")
-        parser.add_argument("--budget", required=True, choices=BUDGET_NAMES,
-                            help="smoke: minutes on CPU (CI); cpu: about two hours on 2 cores; gpu: bfloat16")
-        parser.add_argument("--out", default=None,
-                            help="output folder (default: <HAT_DATA_DIR>/reproduce/<base>-<budget>-seed<N>)")
-        parser.add_argument("--seed", type=int, default=0, help="seed of the data draw and of every stage")
+        from training_jobs.reproduce.run import add_arguments
+
+        add_arguments(parser)  # the same arguments as python -m training_jobs.reproduce.run
 
     def handle(self, *args, **o):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
