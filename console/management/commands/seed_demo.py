@@ -143,6 +143,7 @@ class Command(BaseCommand):
         which serves it merged into the base under the adapter's name), and one preview room of
         glow-gadget@production on it for alice."""
         from streams.models import PreviewRoom, ServeProfile
+        from streams.serve_profiles import ServeSpec
         from streams.services.serving import server_register
         from training_jobs.base_models import glow_adapter
         from training_jobs.model_artefacts import PROVIDER
@@ -154,9 +155,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(f"glow-gadget demo adapter not registered: {exc}"))
             return
         endpoint = stream_services.model_endpoint_ensure_flagship()
+        spec = ServeSpec(kind="vllm", served_model_name=glow_adapter.ADAPTER_NAME,
+                         max_model_len=glow_adapter.MAX_MODEL_LEN)  # validated like any stored profile
         profile, _ = ServeProfile.objects.get_or_create(name=FLAGSHIP_PROFILE, defaults={
-            "spec": {"kind": "vllm", "served_model_name": glow_adapter.ADAPTER_NAME,
-                     "max_model_len": glow_adapter.MAX_MODEL_LEN}, "created_by": users["ivan"]})
+            "spec": spec.model_dump(exclude_defaults=True), "created_by": users["ivan"]})
         server = server_register(profile=profile, endpoint=endpoint, model=adapter, managed=False)
         PROVIDER.served(adapter.pk, endpoint_id=endpoint.pk, pid=None, host=server.host)
         production = Harness.objects.get(slug=DEMO_SLUG).labels.filter(name="production").first()
