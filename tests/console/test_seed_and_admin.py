@@ -131,3 +131,5 @@ def test_seed_demo_serves_glow_gadget_on_a_model_trained_on_it(client):
     assert 'data-testid="model-fit-better"' in page and f"endpoint={flagship.pk}" in page
     form = client.get(f"/preview/?version={v1.pk}&endpoint={flagship.pk}").content.decode()
     assert f'<option value="{flagship.pk}" selected>' in form
+    # a prefill that names nothing is ignored, not an error
+    assert client.get("/preview/?version=nope&endpoint=999999").status_code == 200
