@@ -285,6 +285,7 @@ MODEL_METRICS = {
     "samples_per_s": ("Throughput", "{:.2f} samples/s"),
 }
 LAST_RUN_ONLY = {"train_loss", "steps_this_run", "wall_s", "samples_per_s"}
+MODEL_TABLES = {"heldout": "Held-out turns by harness (shares of the cases)"}
 
 
 def _humanised(key: str) -> str:
@@ -317,14 +318,20 @@ def stage_points(points: Sequence[Mapping[str, Any]], stage: str) -> list[Mappin
     return [p for p in points if p.get("stage") == stage]
 
 
+def _is_table(value: Any) -> bool:
+    """A metric that is one set of figures per group (per harness, per eval set): a table, not a row."""
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, Mapping) for v in value.values())
+
+
 def model_metric_rows(metrics: Mapping[str, Any] | None, points: Sequence[Mapping[str, Any]] = ()
-                      ) -> list[dict[str, str]]:
-    """A model's final metrics (``TrainedModel.metrics``) as ``{"key", "label", "text", "note"}`` rows, with
-    units and rounding, the known ones first. ``points``: the stored progress points of the stage that made it;
-    when the stage was resumed, the trainer's figures are marked "last run only" and the whole run's come first
-    (the steps it reached, its runs, its final and mean logged loss)."""
-    metrics = dict(metrics or {})
-    rows: list[dict[str, str]] = []
+                      ) -> list[dict[str, Any]]:
+    """A model's final metrics (``TrainedModel.metrics``) as ``{"key", "label", "text", "note", "num"}`` rows, with
+    units and rounding, the known ones first (``num``: a figure, kept on one line; text wraps). ``points``: the
+    stored progress points of the stage that made it; when the stage was resumed, the trainer's figures are marked
+    "last run only" and the whole run's come first (the steps it reached, its runs, its final and mean logged loss).
+    Per-group figures are left to :func:`model_metric_tables`."""
+    metrics = {k: v for k, v in (metrics or {}).items() if not _is_table(v)}
+    rows: list[dict[str, Any]] = []
     runs = len(run_segments(points)) if points else 0
     merged = run_points(points) if points else []
     if runs > 1:
@@ -347,6 +354,28 @@ def model_metric_rows(metrics: Mapping[str, Any] | None, points: Sequence[Mappin
             rows.append({"key": key, "label": label + (" (last run)" if last_only else ""),
                          "text": _shown(metrics.pop(key), fmt),
                          "note": "the trainer counts only the run that finished the stage" if last_only else ""})
+    for row in rows:
+        row["num"] = True  # the trainer's figures and the whole run's, all numbers
     for key in sorted(metrics):
-        rows.append({"key": key, "label": _humanised(key), "text": _shown(metrics[key]), "note": ""})
+        rows.append({"key": key, "label": _humanised(key), "text": _shown(metrics[key]), "note": "",
+                     "num": _finite(metrics[key])})
     return rows
+
+
+def model_metric_tables(metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A model's per-group figures (a metric whose value maps each group, e.g. each harness, to its figures) as
+    tables: ``{"key", "label", "columns": [group…], "rows": [{"key", "label", "cells": [text…]}]}``, one row per
+    figure in the order first met, "—" where a group lacks it."""
+    tables = []
+    for key, value in (metrics or {}).items():
+        if not _is_table(value):
+            continue
+        columns = [str(group) for group in value]
+        figures: list[str] = []
+        for group_figures in value.values():
+            figures += [f for f in group_figures if f not in figures]
+        rows = [{"key": f, "label": _humanised(str(f)),
+                 "cells": [_shown(value[g].get(f)) for g in value]} for f in figures]
+        tables.append({"key": key, "label": MODEL_TABLES.get(key) or _humanised(key), "columns": columns,
+                       "rows": rows})
+    return tables

@@ -29,6 +29,7 @@ from training_jobs.curve_selectors import (  # noqa: F401  (the pages and tests 
     latest_numbers,
     metric_curve,
     model_metric_rows,
+    model_metric_tables,
     overlaid_curves,
     resumed_at,
     reward_curves,
@@ -443,4 +444,5 @@ def model_training(model: TrainedModel, *, with_curves: bool) -> dict[str, Any]:
                       testid=f"model-{key}")
             if c is not None:
                 charts.append(c)
-    return {"metric_rows": model_metric_rows(model.metrics, points), "charts": charts}
+    return {"metric_rows": model_metric_rows(model.metrics, points),
+            "metric_tables": model_metric_tables(model.metrics), "charts": charts}

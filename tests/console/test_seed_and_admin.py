@@ -105,6 +105,9 @@ def test_seed_demo_serves_glow_gadget_on_a_model_trained_on_it(client):
     adapter = TrainedModel.objects.get(is_adapter=True, path=str(glow_adapter.ADAPTER_DIR.resolve()))
     assert adapter.parent.path == str(smollm2.MODEL_DIR.resolve()) and adapter.lora_rank == 16
     assert adapter.recipe["trained_manifests"] == list(glow_adapter.MIX) and adapter.recipe["command"]
+    # the trainer's figures as a trained model's (the page's known rows), the held-out turns per harness
+    assert adapter.metrics["final_loss"] > 0 and adapter.metrics["steps_this_run"] > 0
+    assert set(adapter.metrics["heldout"]) == set(glow_adapter.MIX)
     flagship = ModelEndpoint.objects.get(name="flagship")
     assert not flagship.is_default and flagship.model == glow_adapter.ADAPTER_NAME
     assert flagship.base_url.endswith(":8012/v1") and adapter.endpoint_id == flagship.pk

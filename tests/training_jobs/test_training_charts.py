@@ -18,6 +18,7 @@ from training_jobs.curve_selectors import (
     chart,
     metric_curve,
     model_metric_rows,
+    model_metric_tables,
     nice_ticks,
     resumed_at,
     run_points,
@@ -142,6 +143,23 @@ def test_model_metrics_are_labelled_rows_with_units_and_rounding():
     assert model_metric_rows({}) == [] and model_metric_rows(None) == []
 
 
+def test_per_group_figures_are_a_table_not_a_run_on_row():
+    """A metric holding figures per harness (the glow-gadget adapter's held-out turns) is a table with a column per
+    harness; a text value wraps (not a one-line figure cell, which overflowed the card)."""
+    metrics = {"final_loss": 0.1, "note": "trained on the three versions; see the card",
+               "heldout": {"skincare_v1": {"right_skill": 0.625, "n": 8},
+                           "skincare_v2": {"right_skill": 0.125, "end_to_end_exact": 0.25}}}
+    rows = model_metric_rows(metrics)
+    assert [r["key"] for r in rows] == ["final_loss", "note"]
+    assert [r["num"] for r in rows] == [True, False]
+    (table,) = model_metric_tables(metrics)
+    assert table["key"] == "heldout" and table["label"].startswith("Held-out turns by harness")
+    assert table["columns"] == ["skincare_v1", "skincare_v2"]
+    assert [(r["label"], r["cells"]) for r in table["rows"]] == [
+        ("Right skill", ["0.625", "0.125"]), ("N", ["8", "—"]), ("End to end exact", ["—", "0.25"])]
+    assert model_metric_tables({"final_loss": 0.1, "empty": {}}) == [] and model_metric_tables(None) == []
+
+
 def test_a_resumed_stage_s_metrics_cover_the_whole_run():
     rows = model_metric_rows({"final_loss": 1.0, "train_loss": 1.5, "steps_this_run": 5, "wall_s": 10}, RESUMED)
     shown = {r["key"]: r for r in rows}
@@ -254,6 +272,20 @@ def test_model_page_curves_only_for_those_who_see_training(request, client, resu
         html = response.content.decode()
         assert 'data-testid="metric-final_loss"' in html  # the metrics are the model's: every model viewer
         assert ('chart-data-model-loss' in html) is curves
+
+
+def test_model_page_shows_per_harness_figures_as_a_table(client, manager, ml_staff, base):
+    model = TrainedModel.objects.create(
+        name="adapter", kind="sft", path="/tmp/adapter", parent=base, is_adapter=True, created_by=ml_staff,
+        metrics={"final_loss": 0.105, "heldout": {"skincare_v1": {"right_tool_and_link_id": 0.75},
+                                                  "skincare_v2": {"right_tool_and_link_id": 0.5}}})
+    client.force_login(manager)
+    html = client.get(f"/models/{model.pk}/").content.decode()
+    section = html.split('data-testid="training-metrics"')[1].split("</section>")[0]
+    assert 'data-testid="metric-final_loss"' in section and "None: a base model." not in section
+    row = re.search(r'data-testid="metric-heldout-right_tool_and_link_id">(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', row) == ["0.75", "0.5"]
+    assert 'data-testid="metric-heldout"' not in html  # not a row of "Skincare v1 …; Skincare v2 …"
 
 
 def test_unknown_model_and_job_are_404_and_a_base_model_has_no_metrics(client, ml_staff, base):

@@ -87,7 +87,8 @@ def glow_adapter_model(*, base: TrainedModel, user=None) -> TrainedModel:
     recipe = {k: metrics.get(k) for k in ("command", "commit", "mix", "trained_manifests", "spec",
                                             "base_weights_sha256", "adapter_sha256")}
     recipe["card"] = f"models/{directory.name}/MODEL_CARD.md"
-    summary = {"train": metrics.get("train"), "steps": metrics.get("steps"), "wall_s": metrics.get("wall_s")}
+    # the trainer's figures (final and mean loss, steps, time, throughput), as a trained model's page shows them
+    summary = dict(metrics.get("train") or {})
     heldout = (metrics.get("heldout") or {}).get("by_harness") or {}
     if heldout:
         summary["heldout"] = {name: {k: v for k, v in figures.items() if k not in ("examples", "protocol", "counts")}
