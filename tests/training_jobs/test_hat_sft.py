@@ -97,6 +97,32 @@ def test_lora_adapters_are_merged_into_the_final_model(hsa_dataset, tmp_path):
     assert not any("lora" in k for k in weights) and weights.keys() == _weights(DEMO_MODEL_DIR).keys()
 
 
+def test_an_adapter_kept_apart_merges_into_the_same_weights_as_the_stage_s_own_merge(hsa_dataset, tmp_path):
+    """merge_adapter (the committed glow-gadget adapter at install, reproduce_hat's kept stages) on the saved
+    adapter gives the bytes the stage writes when it merges in memory (same seed, same steps)."""
+    import torch
+
+    from training_jobs.hat.merge import MERGE_RECORD, merge_adapter
+
+    lora = dict(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
+    merged = run_sft(SFTStageConfig(**{**FAST, "max_steps": 2}, lora=LoraSettings(**lora)),
+                     model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "merged")
+    apart = run_sft(SFTStageConfig(**{**FAST, "max_steps": 2}, lora=LoraSettings(**lora, merge=False)),
+                    model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "apart")
+    assert sorted(p.name for p in apart.final_dir.glob("adapter_*")) == ["adapter_config.json",
+                                                                        "adapter_model.safetensors"]
+    lines: list[str] = []
+    out = merge_adapter(DEMO_MODEL_DIR, apart.final_dir, tmp_path / "remerged", inputs={"adapter": "a"},
+                        log=lines.append)
+    ours, theirs = _weights(out), _weights(merged.final_dir)
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert (out / "chat_template.jinja").is_file() and json.loads((out / MERGE_RECORD).read_text()) == {"adapter": "a"}
+    assert merge_adapter(DEMO_MODEL_DIR, apart.final_dir, out, inputs={"adapter": "a"}, log=lines.append) == out
+    assert "up to date" in lines[-1]  # the same inputs: left alone
+    merge_adapter(DEMO_MODEL_DIR, apart.final_dir, out, inputs={"adapter": "b"}, log=lines.append)
+    assert "merged in" in lines[-1] and not out.with_name("remerged.building").exists()
+
+
 def test_rows_cut_before_any_assistant_token_are_a_clear_error(hsa_dataset, tmp_path):
     with pytest.raises(ValueError, match="raise max_length"):
         run_sft(SFTStageConfig(**{**FAST, "max_length": 32}), model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset,

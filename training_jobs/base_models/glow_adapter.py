@@ -38,7 +38,6 @@ from training_jobs.base_models import smollm2
 REPO = smollm2.REPO
 ADAPTER_DIR = REPO / "models" / "glow-gadget-smollm2"
 MERGED_DIR = REPO / "models" / "smollm2-135m-glow"  # the base with the adapter merged in: what is served
-MERGE_RECORD = "merge.json"
 ADAPTER_NAME = "glow-gadget-smollm2"  # the name vLLM serves the merged model under (--served-model-name)
 MIX: dict[str, float] = {"skincare_v1": 0.4, "skincare_v2": 0.35, "skincare_v3": 0.25}
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -150,32 +149,10 @@ def merge(adapter_dir: Path = ADAPTER_DIR, out: Path = MERGED_DIR, *, base_dir: 
     """The base with the adapter merged in, saved to ``out`` with the base's tokenizer and chat template: the
     directory vLLM serves. Idempotent: ``merge.json`` records the base's weights and the adapter's files it was
     made from, and a directory made from the same inputs is left alone."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from training_jobs.hat.merge import merge_adapter
 
-    base_dir, adapter_dir, out = Path(base_dir or smollm2.MODEL_DIR), Path(adapter_dir), Path(out)
-    inputs = _merge_inputs(adapter_dir, base_dir)
-    try:
-        if json.loads((out / MERGE_RECORD).read_text(encoding="utf-8")) == inputs and \
-                (out / "model.safetensors").is_file():
-            log(f"{out}: up to date (made from this base and adapter)")
-            return out
-    except (OSError, ValueError):
-        pass
-    t0 = time.perf_counter()
-    tmp = out.with_name(out.name + ".building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
-    model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
-    model.save_pretrained(str(tmp))
-    AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(tmp))
-    shutil.copyfile(base_dir / "chat_template.jinja", tmp / "chat_template.jinja")
-    (tmp / MERGE_RECORD).write_text(json.dumps(inputs, indent=2) + "\n", encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    log(f"{out}: merged in {time.perf_counter() - t0:.1f} s")
-    return out
+    base_dir, adapter_dir = Path(base_dir or smollm2.MODEL_DIR), Path(adapter_dir)
+    return merge_adapter(base_dir, adapter_dir, out, inputs=_merge_inputs(adapter_dir, base_dir), log=log)
 
 
 def serve_args() -> list[str]:
