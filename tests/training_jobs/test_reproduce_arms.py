@@ -38,7 +38,7 @@ def trained(tmp_path_factory, budget):
     out = tmp_path_factory.mktemp("reproduce")
     stdout = io.StringIO()
     call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", str(SEED), "--out", str(out),
-                 stdout=stdout)
+                 "--keep", str(out / "kept"), stdout=stdout)
     run = json.loads((out / "run.json").read_text())
     results = {name: ArmResult(arm=a["arm"], model_dir=Path(a["model_dir"]), stages=tuple(a["stages"]),
                                steps=a["steps"], wall_s=a["wall_s"], train_data_sha256=a["train_data_sha256"],
@@ -241,7 +241,7 @@ def test_the_command_trains_evaluates_and_records_the_run(trained, budget):
     assert set(run["arms"]) == set(ARMS) and set(run["models"]) == {"base", *ARMS}
     assert run["models"]["base"] == str(DEMO_MODEL_DIR) and run["base"]["weights_sha256"]
     assert run["budget"] == budget.to_dict() and run["seed"] == SEED
-    assert run["command"].endswith(f"--base tiny --budget smoke --seed {SEED} --out {out}")
+    assert run["command"].endswith(f"--base tiny --budget smoke --seed {SEED} --out {out} --keep {out / 'kept'}")
     assert run["git_commit"] and run["data"]["fixed"]["sha256"] == D.file_sha256(out / "data/fixed/rows.jsonl")
     for arm in ARMS:
         assert run["arms"][arm]["train_data_sha256"] == results[arm].train_data_sha256
@@ -255,6 +255,50 @@ def test_the_command_trains_evaluates_and_records_the_run(trained, budget):
     assert all(set(row) == {c.key for c in COLUMNS} for row in cells.values())
     assert [c["claim"] for c in json.loads((out / "results.json").read_text())["claims"]] == ["a", "b", "c"]
     assert any("done in" in line for line in lines)
+
+
+def test_a_second_run_with_the_same_keep_dir_takes_every_part_and_writes_the_same_table(trained, tmp_path):
+    """--keep: the first run kept each stage (the tiny base is fully fine-tuned: its model files) and each model's
+    evaluation; a second run with the same keep directory trains and plays nothing, rebuilds the same weights and
+    writes the same table. A part whose file changed is not used."""
+    import io
+
+    from django.core.management import call_command
+
+    from training_jobs.reproduce.evaluate import model_checksum
+    from training_jobs.reproduce.parts import Parts
+    from training_jobs.reproduce.table import table_cells
+
+    out, results, _ = trained
+    kept = Parts(out / "kept")
+    records = {f"{p.parent.parent.name}/{p.parent.name}": json.loads(p.read_text())
+               for p in kept.root.glob("*/*/part.json")}
+    assert set(records) == {"fixed_sft/sft", "hsa_sft/sft", "hsa_sft_distill/distill", "hsa_sft_distill_rl/rl",
+                            *(f"eval/{m}" for m in ("base", *ARMS))}
+    assert all(r["kind"] == "model" and "model.safetensors" in r["files"] for k, r in records.items()
+               if not k.startswith("eval/"))
+    again, stdout = tmp_path / "again", io.StringIO()
+    call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", str(SEED), "--out", str(again),
+                 "--keep", str(kept.root), stdout=stdout)
+    lines = stdout.getvalue().splitlines()
+    assert sum("taken from the kept part" in line for line in lines) == len(ARMS) + 1 + len(ARMS)
+    assert not any("] step " in line for line in lines)  # no stage trained
+    assert not any(line.rstrip().endswith(" samples") for line in lines)  # no case played
+    run = json.loads((again / "run.json").read_text())
+    for arm in ARMS:
+        assert model_checksum(run["arms"][arm]["model_dir"]) == model_checksum(results[arm].model_dir), arm
+        last_stage = run["arms"][arm]["config"]["stages"][-1]
+        assert last_stage["kept_part"] == str(kept.stage_dir(arm, results[arm].stages[-1]))
+    first, second = (json.loads((d / "evaluation.json").read_text()) for d in (out, again))
+    assert table_cells(first) == table_cells(second)
+    assert sorted(p.name for p in (again / "samples" / "base").iterdir()) == \
+        sorted(p.name for p in (out / "samples" / "base").iterdir())
+    # a kept file that changed: the part is not used
+    record = kept.find_eval("base", records["eval/base"]["key"])
+    assert record is not None and kept.find_eval("base", "another key") is None
+    sample = next(n for n in record["files"] if n.startswith("samples/"))
+    (kept.eval_dir("base") / sample).write_text("{}\n")
+    assert kept.find_eval("base", records["eval/base"]["key"]) is None
 
 
 def test_a_base_whose_template_hides_the_tools_is_refused_before_training(tmp_path, budget):

@@ -7,7 +7,8 @@
 
 The stages are the console's own (:mod:`training_jobs.hat.sft`, :mod:`~training_jobs.hat.distill`,
 :mod:`~training_jobs.hat.rl`), run in this process; the data comes from :mod:`training_jobs.reproduce.data`.
-LoRA adapters are merged after every stage, so each arm's model is one plain checkpoint directory.
+LoRA adapters are merged after every stage, so each arm's model is one plain checkpoint directory; with a keep
+directory (:mod:`training_jobs.reproduce.parts`) every finished stage is kept and a later run takes it from there.
 
 Layout under ``out_dir``::
 
@@ -16,7 +17,8 @@ Layout under ``out_dir``::
     data/distill/prompts.jsonl                    stage 2 prompts
     data/rl/samples.jsonl, data/rl/tasks.jsonl    stage 3 tasks (canonical samples; what the policy reads)
     data/data.json                                hashes, counts, what was left out and why
-    <arm>/<stage>/final/                          the trained model (+ stage.json)
+    <arm>/<stage>/final/                          the trained model, or its LoRA adapter (+ stage.json)
+    <arm>/<stage>/model/                          a LoRA stage's model: the adapter merged into its start
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from training_jobs.reproduce import data as D
 from training_jobs.reproduce.budgets import Budget
+from training_jobs.reproduce.parts import Parts, key_of
 
 ARMS = ("fixed_sft", "hsa_sft", "hsa_sft_distill", "hsa_sft_distill_rl")
 # Each arm: the stages it adds and the arm it continues from (None: the base).
@@ -91,8 +94,10 @@ class _Reporter:
 def _common(budget: Budget, steps: int, batch: int, lr: float, seed: int) -> dict[str, Any]:
     from training_jobs.hat.config import LoraSettings
 
+    # the adapter is saved apart and merged by train_arms (merge_adapter: the same bytes as merging in memory), so
+    # a kept stage is its few-MB adapter
     lora = LoraSettings(r=budget.lora_rank, alpha=budget.lora_alpha, target_modules=list(budget.lora_targets),
-                        merge=True) if budget.lora else None
+                        merge=False) if budget.lora else None
     # one checkpoint, at the end (removed once the final model is saved): a run is reproduced, not resumed
     return dict(max_steps=steps, per_device_batch_size=batch, learning_rate=lr, seed=seed, save_steps=steps,
                 save_total_limit=1, logging_steps=1, device=budget.device, bf16=budget.dtype == "bfloat16",
@@ -170,13 +175,36 @@ def _combined(hashes: list[str]) -> str:
     return hashlib.sha256("\n".join(hashes).encode()).hexdigest()
 
 
-def train_arms(*, base_dir: Path, budget: Budget, out_dir: Path, seed: int, log: Log = print
-               ) -> dict[str, ArmResult]:
-    """Train the four arms (:data:`ARMS`) from ``base_dir`` under ``out_dir`` with ``budget`` and ``seed``."""
+def _stage_key(start_key: str, stage: str, config: Any, data_sha256: str) -> str:
+    return key_of({"start": start_key, "stage": stage, "config": config.model_dump(mode="json"),
+                   "data_sha256": data_sha256})
+
+
+def _restore(part: dict[str, Any], part_dir: Path, start: Path, stage_out: Path, key: str, log: Log) -> Path:
+    """The model of a kept stage, rebuilt under ``stage_out``: its adapter merged into ``start``, or its files."""
+    from training_jobs.hat.merge import merge_adapter
+
+    if part.get("kind") == "adapter":
+        return merge_adapter(start, part_dir, stage_out / "model", inputs={"part": key}, log=log)
+    final = stage_out / "final"
+    shutil.rmtree(final, ignore_errors=True)
+    final.mkdir(parents=True)
+    for name in part["files"]:
+        shutil.copyfile(part_dir / name, final / name)
+    return final
+
+
+def train_arms(*, base_dir: Path, budget: Budget, out_dir: Path, seed: int, log: Log = print,
+               parts: Parts | None = None) -> dict[str, ArmResult]:
+    """Train the four arms (:data:`ARMS`) from ``base_dir`` under ``out_dir`` with ``budget`` and ``seed``.
+    ``parts``: keep every finished stage there, and take a stage from there instead of training it when one with
+    the same key is kept (:mod:`training_jobs.reproduce.parts`)."""
     from training_jobs.hat.distill import run_distill
+    from training_jobs.hat.merge import merge_adapter
     from training_jobs.hat.rl import run_rl
     from training_jobs.hat.sft import run_sft
     from training_jobs.hsa.samples import read_samples_jsonl
+    from training_jobs.reproduce.evaluate import model_checksum
 
     base_dir, out_dir = Path(base_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +216,8 @@ def train_arms(*, base_dir: Path, budget: Budget, out_dir: Path, seed: int, log:
                   "hsa_sft_distill": ("distill", root / "distill" / "prompts.jsonl", info["distill"]["sha256"]),
                   "hsa_sft_distill_rl": ("rl", root / "rl" / "tasks.jsonl", info["rl"]["sha256"])}
     results: dict[str, ArmResult] = {}
+    keys: dict[str, str] = {}  # arm -> the key of its last stage (what the next stage starts from)
+    base_key = model_checksum(base_dir) if parts else ""
     for arm in ARMS:
         parent, stage = _PLAN[arm]
         start = results[parent].model_dir if parent else base_dir
@@ -195,40 +225,66 @@ def train_arms(*, base_dir: Path, budget: Budget, out_dir: Path, seed: int, log:
         config = configs[stage]
         stage_out = out_dir / arm / stage
         reporter = _Reporter(log, f"{arm}/{stage}")
+        keys[arm] = key = _stage_key(keys[parent] if parent else base_key, stage, config, data_hash)
+        data_file = data_path / "rows.jsonl" if stage == "sft" else data_path
+        prev = results.get(parent) if parent else None
+        kept = parts.find_stage(arm, stage, key) if parts else None
+        if kept is not None:
+            assert parts is not None
+            model_dir = _restore(kept, parts.stage_dir(arm, stage), start, stage_out, key, log)
+            steps, wall, metrics = kept["steps"], kept["wall_s"], kept.get("metrics") or {}
+            log(f"{arm}: {stage} taken from the kept part {parts.stage_dir(arm, stage)} ({steps} steps, trained "
+                f"in {wall:.1f} s) -> {model_dir}")
+            results[arm] = _arm_result(arm, stage, start, config, data_file, data_hash, steps, wall, metrics,
+                                       model_dir, prev, base_dir, seed, budget,
+                                       kept_part=str(parts.stage_dir(arm, stage)))
+            continue
         log(f"{arm}: {stage} from {start}, {config.max_steps} steps")
         t0 = time.perf_counter()
         if stage == "sft":
             result = run_sft(config, model_dir=start, dataset_dir=data_path / "dataset", out_dir=stage_out,
                              reporter=reporter, resume=False)
-            data_file = data_path / "rows.jsonl"
         elif stage == "distill":
             prompts = [r["prompt"] for r in D.read_jsonl(data_path)]
             result = run_distill(config, model_dir=start, teacher_dir=base_dir, out_dir=stage_out, reporter=reporter,
                                  resume=False, prompts=prompts)
-            data_file = data_path
         else:
             samples = read_samples_jsonl(root / "rl" / "samples.jsonl")
             result = run_rl(config, model_dir=start, samples=samples, out_dir=stage_out, reporter=reporter,
                             resume=False)
-            data_file = data_path
         if result.final_dir is None or result.steps != config.max_steps:
             raise RuntimeError(f"{arm}: the {stage} stage ended at step {result.steps} of {config.max_steps} "
                                f"without a final model")
+        model_dir = Path(result.final_dir)
+        if config.lora is not None:  # final/ is the adapter: the arm's model is the start with it merged in
+            model_dir = merge_adapter(start, result.final_dir, stage_out / "model", inputs={"part": key}, log=log)
         wall = round(time.perf_counter() - t0, 2)  # the whole stage: loading, the trainer's set-up, training, saving
         shutil.rmtree(stage_out / "checkpoints", ignore_errors=True)  # optimizer state: the final model is kept
-        prev = results.get(parent) if parent else None
-        stage_record = {"stage": stage, "start": str(start), "config": config.model_dump(mode="json"),
-                        "data_file": str(data_file), "data_sha256": data_hash, "steps": result.steps,
-                        "wall_s": wall, "metrics": result.metrics}
-        stages_config = [*(prev.config["stages"] if prev else []), stage_record]
-        results[arm] = ArmResult(
-            arm=arm, model_dir=result.final_dir, stages=(*(prev.stages if prev else ()), stage),
-            steps=(prev.steps if prev else 0) + result.steps, wall_s=round((prev.wall_s if prev else 0.0) + wall, 2),
-            train_data_sha256=_combined([s["data_sha256"] for s in stages_config]),
-            data={**(prev.data if prev else {}), stage: data_file},
-            config={"base": str(base_dir), "seed": seed, "budget": budget.to_dict(), "stages": stages_config})
-        log(f"{arm}: done in {wall:.1f} s -> {result.final_dir}")
+        results[arm] = _arm_result(arm, stage, start, config, data_file, data_hash, result.steps, wall,
+                                   result.metrics, model_dir, prev, base_dir, seed, budget)
+        if parts is not None:
+            kept_at = parts.keep_stage(arm, stage, key, Path(result.final_dir), adapter=config.lora is not None,
+                                       record={"arm": arm, "stage": stage, "steps": result.steps, "wall_s": wall,
+                                               "metrics": result.metrics, "data_sha256": data_hash})
+            log(f"{arm}: {stage} kept at {kept_at}")
+        log(f"{arm}: done in {wall:.1f} s -> {model_dir}")
     return results
+
+
+def _arm_result(arm: str, stage: str, start: Path, config: Any, data_file: Path, data_hash: str, steps: int,
+                wall: float, metrics: Mapping[str, Any], model_dir: Path, prev: ArmResult | None, base_dir: Path,
+                seed: int, budget: Budget, kept_part: str | None = None) -> ArmResult:
+    """An arm after one more stage (``prev``: the arm it continues, None from the base)."""
+    stage_record = {"stage": stage, "start": str(start), "config": config.model_dump(mode="json"),
+                    "data_file": str(data_file), "data_sha256": data_hash, "steps": steps, "wall_s": wall,
+                    "metrics": dict(metrics), "kept_part": kept_part}
+    stages_config = [*(prev.config["stages"] if prev else []), stage_record]
+    return ArmResult(
+        arm=arm, model_dir=Path(model_dir), stages=(*(prev.stages if prev else ()), stage),
+        steps=(prev.steps if prev else 0) + steps, wall_s=round((prev.wall_s if prev else 0.0) + wall, 2),
+        train_data_sha256=_combined([s["data_sha256"] for s in stages_config]),
+        data={**(prev.data if prev else {}), stage: data_file},
+        config={"base": str(base_dir), "seed": seed, "budget": budget.to_dict(), "stages": stages_config})
 
 
 # --- what the arms were trained on ----------------------------------------------------------------------------------

@@ -418,12 +418,25 @@ def _evaluate_in_processes(models: Mapping[str, Path], selection: Selection, *, 
         return {name: future.result() for name, future in futures.items()}
 
 
+def evaluation_key(model_dir: str | Path, selection: Selection, *, budget: EvalBudget, seed: int, serving: str
+                   ) -> str:
+    """What a model's evaluation depends on (its weights, the cases, sampling, k, seed, serving): the key of a kept
+    evaluation (:mod:`training_jobs.reproduce.parts`)."""
+    from training_jobs.reproduce.parts import key_of
+
+    return key_of({"model": model_checksum(model_dir), "sets": selection.describe(), "k": _count(budget, "k"),
+                   "seed": seed, "serving": serving, "temperature": TEMPERATURE, "deadline_s": DEADLINE_S,
+                   "max_tokens": int(getattr(budget, "eval_max_new_tokens", DEFAULT_MAX_NEW_TOKENS))})
+
+
 def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: Path, seed: int,
-                    log: Callable[[str], None] = print, serving: str | None = None) -> dict[str, Any]:
+                    log: Callable[[str], None] = print, serving: str | None = None, parts: Any = None
+                    ) -> dict[str, Any]:
     """Evaluate every model (``{"base": dir, "fixed_sft": dir, ...}``: plain transformers checkpoints) on the same
     seeded cases, the same way (``serving``: one of eval_serving.SERVINGS, default in-process), and return the
     results :func:`training_jobs.reproduce.table.write_table` turns into the table (also written to
-    ``out_dir/evaluation.json``)."""
+    ``out_dir/evaluation.json``). ``parts`` (a :class:`~training_jobs.reproduce.parts.Parts`): keep each model's
+    evaluation there, and take one from there instead of playing it again when its key matches."""
     if not models:
         raise ValueError("no models to evaluate")
     serving = serving or getattr(budget, "serving", None) or DEFAULT_SERVING
@@ -436,12 +449,21 @@ def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: 
              f"({len(selection.t3)} levels), IFEval {len(selection.t4)}")
     log(f"evaluating {len(models)} model(s) on {sizes} cases, k={k}, seed {seed}, serving {serving}")
     evaluated: dict[str, Any] = {}
-    workers = min(int(getattr(budget, "eval_workers", 1) or 1), len(models))
+    keys = {name: evaluation_key(d, selection, budget=budget, seed=seed, serving=serving)
+            for name, d in models.items()} if parts is not None else {}
+    for name in keys:
+        kept = parts.find_eval(name, keys[name])
+        if kept is not None:
+            parts.restore_samples(name, kept, out_dir / "samples" / name)
+            evaluated[name] = {**kept["result"], "kept_part": str(parts.eval_dir(name))}
+            log(f"{name}: evaluation taken from the kept part {parts.eval_dir(name)}")
+    to_play = {name: d for name, d in models.items() if name not in evaluated}
+    workers = min(int(getattr(budget, "eval_workers", 1) or 1), len(to_play))
     if workers > 1:
-        evaluated = _evaluate_in_processes(models, selection, budget=budget, seed=seed, out_dir=out_dir,
-                                           serving=serving, workers=workers, log=log)
+        evaluated.update(_evaluate_in_processes(to_play, selection, budget=budget, seed=seed, out_dir=out_dir,
+                                                serving=serving, workers=workers, log=log))
     for name, model_dir in models.items():
-        if workers > 1:
+        if workers > 1 or name not in to_play:
             r = evaluated[name]
         else:
             log(f"evaluating {name} ({model_dir})")
@@ -449,7 +471,10 @@ def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: 
                                serving=serving, log=log)
         log(f"{name}: T1 {_pct(r['t1']['accuracy'])} · T2 {_pct(r['t2']['accuracy'])} · IFEval prompt strict "
             f"{_pct(r['t4']['prompt_strict'])} · {r['wall_s']:.0f} s")
+        if parts is not None and name in to_play:
+            log(f"{name}: evaluation kept at {parts.keep_eval(name, keys[name], r, out_dir / 'samples' / name)}")
         evaluated[name] = r
+    evaluated = {name: evaluated[name] for name in models}  # the models' order, kept or played
     results = {
         "budget": budget.to_dict() if hasattr(budget, "to_dict") else {
             f: getattr(budget, f) for f in EvalBudget.__annotations__},

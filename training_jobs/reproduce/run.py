@@ -68,18 +68,24 @@ def _bundle_record(base_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def command_line(base: str, budget: str, out_dir: Path, seed: int) -> str:
+def _keep_arg(keep_dir: Path | None) -> str:
+    return f" --keep {keep_dir}" if keep_dir else ""
+
+
+def command_line(base: str, budget: str, out_dir: Path, seed: int, keep_dir: Path | None = None) -> str:
     return f"HF_HUB_OFFLINE=1 .venv/bin/python manage.py reproduce_hat --base {base} --budget {budget} " \
-           f"--seed {seed} --out {out_dir}"
+           f"--seed {seed} --out {out_dir}{_keep_arg(keep_dir)}"
 
 
 def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Callable[[str], None] = print,
-              command: str | None = None) -> dict[str, Any]:
+              command: str | None = None, keep_dir: Path | None = None) -> dict[str, Any]:
     """Train every arm of :data:`training_jobs.reproduce.arms.ARMS` from ``base`` with the budget ``budget`` and
     ``seed``, evaluate them and the base (T1, T2, T3 by level, T4; ``k`` samples per case), write the table and
     ``out_dir/run.json``. Returns run.json's content. ``command``: the command line run.json records (default: the
-    management command's, :func:`command_line`)."""
+    management command's, :func:`command_line`). ``keep_dir``: keep every finished stage and evaluation there and
+    take from there what an earlier run kept with the same key (:mod:`training_jobs.reproduce.parts`)."""
     from training_jobs.reproduce.evaluate import evaluate_models
+    from training_jobs.reproduce.parts import Parts
     from training_jobs.reproduce.table import write_table
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -89,16 +95,20 @@ def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Call
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     log(f"reproduce_hat: base {base} ({base_dir}), budget {budget}, seed {seed}, out {out_dir}")
-    arms = train_arms(base_dir=base_dir, budget=b, out_dir=out_dir, seed=seed, log=log)
+    parts = Parts(Path(keep_dir)) if keep_dir else None
+    if parts is not None:
+        log(f"keeping finished stages and evaluations in {parts.root}")
+    arms = train_arms(base_dir=base_dir, budget=b, out_dir=out_dir, seed=seed, log=log, parts=parts)
     train_wall = time.perf_counter() - t0
     models = {"base": base_dir, **{name: arms[name].model_dir for name in ARMS}}
     t1 = time.perf_counter()
-    results = evaluate_models(models=models, budget=b, out_dir=out_dir, seed=seed, log=log)
+    results = evaluate_models(models=models, budget=b, out_dir=out_dir, seed=seed, log=log, parts=parts)
     eval_wall = time.perf_counter() - t1
     tables = write_table(results, out_dir)
     data = json.loads((out_dir / "data" / "data.json").read_text(encoding="utf-8"))
     run = {
-        "command": command or command_line(base, budget, out_dir, seed),
+        "command": command or command_line(base, budget, out_dir, seed, keep_dir),
+        "keep_dir": str(keep_dir) if keep_dir else None,
         "argv": sys.argv,
         "base": {"name": base, "dir": str(base_dir), "weights_sha256": weights_sha256(base_dir),
                  **_bundle_record(base_dir)},
@@ -127,9 +137,9 @@ def default_out_dir(base: str, budget: str, seed: int) -> Path:
     return data_dir / "reproduce" / f"{base}-{budget}-seed{seed}"
 
 
-def plain_command_line(base: str, budget: str, out_dir: Path, seed: int) -> str:
+def plain_command_line(base: str, budget: str, out_dir: Path, seed: int, keep_dir: Path | None = None) -> str:
     return f"HF_HUB_OFFLINE=1 python -m training_jobs.reproduce.run --base {base} --budget {budget} " \
-           f"--seed {seed} --out {out_dir}"
+           f"--seed {seed} --out {out_dir}{_keep_arg(keep_dir)}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +153,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None,
                         help="output folder (default: <HAT_DATA_DIR or var>/reproduce/<base>-<budget>-seed<N>)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data draw and of every stage")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="keep every finished stage (a LoRA stage's adapter, a few MB) and every model's "
+                             "evaluation in DIR, and take from DIR what an earlier run kept with the same start, "
+                             "config and data: a run longer than one sitting, done over several")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(args.out) if args.out else default_out_dir(args.base, args.budget, args.seed)
+    keep = Path(args.keep) if args.keep else None
     run = reproduce(base=args.base, budget=args.budget, out_dir=out, seed=args.seed, log=lambda line: print(
-        line, flush=True), command=plain_command_line(args.base, args.budget, out, args.seed))
+        line, flush=True), command=plain_command_line(args.base, args.budget, out, args.seed, keep), keep_dir=keep)
     print(f"done in {run['wall_s']['total']} s: {out / 'run.json'}", flush=True)
     return 0
 
