@@ -37,12 +37,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from training_jobs.evals import runner
 from training_jobs.evals.cases import EVAL_SETS, PERTURBATION_LEVELS, EvalCase, case_texts, content_hash, parse_case
 from training_jobs.evals.ifeval import HEADLINES, PROMPTS_PATH, IFEvalPrompt, load_prompts, score_responses
 from training_jobs.reproduce.eval_serving import DEFAULT_SERVING, served
+
+if TYPE_CHECKING:
+    from training_jobs.reproduce.parts import Parts
 
 T3_LEVELS: tuple[str, ...] = PERTURBATION_LEVELS
 TEMPERATURE = 0.7
@@ -430,7 +433,7 @@ def evaluation_key(model_dir: str | Path, selection: Selection, *, budget: EvalB
 
 
 def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: Path, seed: int,
-                    log: Callable[[str], None] = print, serving: str | None = None, parts: Any = None
+                    log: Callable[[str], None] = print, serving: str | None = None, parts: Parts | None = None
                     ) -> dict[str, Any]:
     """Evaluate every model (``{"base": dir, "fixed_sft": dir, ...}``: plain transformers checkpoints) on the same
     seeded cases, the same way (``serving``: one of eval_serving.SERVINGS, default in-process), and return the
