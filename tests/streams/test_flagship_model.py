@@ -34,10 +34,14 @@ DEMO_COMMENTS = (
     "what's on sale right now?",
 )
 # Of DEMO_COMMENTS, at least this many end in a reply that is not the fallback line. Measured on the committed
-# 120-step adapter: 3 of 9 (the price question, shipping to Alaska, what is on sale; stock questions it takes for
-# product questions); the tiny model answers none. One below the measurement: a turn near its 20 s deadline may
-# tip either way on a busy machine. Raise it with the adapter (models/glow-gadget-smollm2/MODEL_CARD.md).
+# 120-step adapter: 2 of 9 (the price question and what is on sale; stock questions it takes for product questions,
+# and shipping to Alaska it answers with a product's price, which the relevance rule refuses); the tiny model
+# answers none. Raise it with the adapter (models/glow-gadget-smollm2/MODEL_CARD.md).
 MIN_ANSWERED = 2
+# These tests judge what the model says, not how fast this machine is (bench/ measures latency): a turn gets this
+# long instead of the room's 20 s. A quiet 2-core machine plays a price turn in 11-14 s; a CI preflight on a busy
+# one ran out of the 20 s after the right skill and tool calls, on the reply.
+QUALITY_DEADLINE_S = 180.0
 
 
 def _client(server) -> OpenAIChatClient:
@@ -46,7 +50,8 @@ def _client(server) -> OpenAIChatClient:
 
 def _turn(server, harness: str, text: str):
     return run_turn(manifest=load_demo_manifest(harness), room=load_demo_room(),
-                    comments=[{"viewer": "max", "text": text}], backend=_client(server), sampling={"temperature": 0.0})
+                    comments=[{"viewer": "max", "text": text}], backend=_client(server), sampling={"temperature": 0.0},
+                    deadline_s=QUALITY_DEADLINE_S)
 
 
 def _reply(result):
@@ -73,7 +78,7 @@ def test_a_price_question_on_glow_gadget_is_answered_from_the_tool(flagship_serv
 
 def test_the_demo_rooms_questions_are_answered_not_fallen_back(flagship_server):
     replies = {text: _reply(_turn(flagship_server, "skincare_v1", text)) for text in DEMO_COMMENTS}
-    shown = {t: (r.reason, r.text) for t, r in replies.items()}
+    shown = {t: (r.reason, round(r.t_ms / 1000, 1), r.text) for t, r in replies.items()}
     print(json.dumps(shown, indent=1))  # the figure the README and the card quote, with -s
     answered = [t for t, r in replies.items() if not r.fallback]
     assert len(answered) >= MIN_ANSWERED, shown

@@ -139,6 +139,12 @@ def test_results_without_a_product_back_any_product():
     ("HydraGlow Hyaluronic Serum is $19.9 in the flash sale.", "how much is the dryer?", "intent.wrong_product"),
     ("HydraGlow Hyaluronic Serum is $19.9 in the flash sale.", "how much is #999?", "intent.wrong_product"),
     ("Sorry ann, I could not find that link, please check the number on the card.", "how much is #999?", None),
+    # a shipping cost is not a product's price (the glow-gadget adapter answered this with LumiRoll's price)
+    ("LumiRoll Heated Eye Massager is $35 right now, down from $49.", "what does shipping to Alaska cost?",
+     "intent.unaddressed"),
+    ("LumiRoll Heated Eye Massager is $35 right now.", "how much is shipping to Hawaii?", "intent.unaddressed"),
+    ("Delivery to Alaska takes 7-10 business days, free over $60.", "what does shipping to Alaska cost?", None),
+    ("AirSilk Ionic Hair Dryer is $59 right now.", "how much is the dryer and does it ship to Alaska?", None),
     ("Hi ann, welcome to the room!", "hello from Texas", None),
     ("Hi ann, welcome to the room!", "how much is #101?", "intent.unaddressed"),
     ("Hi dev, welcome to the room!", "hello from Texas", "intent.wrong_viewer"),

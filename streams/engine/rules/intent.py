@@ -2,8 +2,9 @@
 
 What a comment asks (:func:`comment_topics`) is read from its words, several topics at once ("how much is the
 steamer and how many are left?" asks price and stock): ``price``, ``deal`` (deals, sales, discounts: a price or
-a coupon answers it), ``coupon``, ``stock``, ``shipping``, ``compliance`` (efficacy and health questions) and
-``greeting`` (only when it asks nothing else); a coupon code of the room in the comment asks ``coupon``. The
+a coupon answers it), ``coupon``, ``stock``, ``shipping`` (a cost asked in the same clause is shipping's, not a
+product's price), ``compliance`` (efficacy and health questions) and ``greeting`` (only when it asks nothing
+else); a coupon code of the room in the comment asks ``coupon``. The
 first-hit intent of :func:`infer_intent` (what the HSA gold data answers) is always among them.
 
 What a reply talks about (:func:`reply_topics`): its figures (a price, an amount off, a stock count), coupon
@@ -107,11 +108,25 @@ _SPAM_RE = re.compile(r"\b(?:telegram|whats\s?app|wechat|signal|dm\s+me|message\
                       r"click\s+(?:here|my)|cheaper\s+(?:on|at|elsewhere)|giveaway|crypto)\b", re.I)
 
 
+_TOPIC_PATTERNS = dict(_TOPIC_RES)
+# Clauses of a comment: "how much is #102 and does it ship to Alaska?" asks a price in one and shipping in the other.
+_CLAUSE_RE = re.compile(r"[.?!;,]+|\b(?:and|but|also|plus)\b", re.I)
+
+
+def _price_asked_apart_from_shipping(text: str) -> bool:
+    """Whether a clause asks a price without asking about shipping: in "what does shipping to Alaska cost?" the cost
+    is shipping's, and a product's price does not answer it."""
+    return any(_TOPIC_PATTERNS["price"].search(c) and not _TOPIC_PATTERNS["shipping"].search(c)
+               for c in _CLAUSE_RE.split(text))
+
+
 def comment_topics(text: str, coupon_codes: frozenset[str] | set[str] = frozenset()) -> set[str]:
     """What one comment asks (module docstring); empty when nothing readable, or for spam."""
     if _SPAM_RE.search(text):
         return set()
     topics = {name for name, pattern in _TOPIC_RES if pattern.search(text)}
+    if {"price", "shipping"} <= topics and not _price_asked_apart_from_shipping(text):
+        topics.discard("price")
     if any(word_pattern(c).search(text) for c in coupon_codes):
         topics.add("coupon")
     first = infer_intent(text, "")
