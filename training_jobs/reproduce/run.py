@@ -149,7 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, choices=BASE_NAMES,
                         help="tiny: models/demo-tiny; smol: models/smollm2-135m (built by make install)")
     parser.add_argument("--budget", required=True, choices=BUDGET_NAMES,
-                        help="smoke: minutes on CPU (CI); cpu: about two hours on 2 cores; gpu: bfloat16")
+                        help="smoke: minutes on CPU (CI); cpu: hours on 2 cores (see --keep); gpu: bfloat16")
     parser.add_argument("--out", default=None,
                         help="output folder (default: <HAT_DATA_DIR or var>/reproduce/<base>-<budget>-seed<N>)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data draw and of every stage")

@@ -3,7 +3,7 @@ and HSA-SFT → distillation → RL from one base with one budget and seed, eval
 write one table (training_jobs.reproduce).
 
     manage.py reproduce_hat --base tiny --budget smoke            # a few minutes of CPU (CI)
-    manage.py reproduce_hat --base smol --budget cpu --seed 0     # SmolLM2-135M, LoRA, about two hours on 2 cores
+    manage.py reproduce_hat --base smol --budget cpu --seed 0     # SmolLM2-135M, LoRA: hours on 2 cores (--keep)
     manage.py reproduce_hat --base smol --budget gpu              # bfloat16 on one GPU
     manage.py reproduce_hat --base smol --budget cpu --keep results/hat-miniature/parts   # over several sittings
 """
