@@ -285,7 +285,8 @@ MODEL_METRICS = {
     "samples_per_s": ("Throughput", "{:.2f} samples/s"),
 }
 LAST_RUN_ONLY = {"train_loss", "steps_this_run", "wall_s", "samples_per_s"}
-MODEL_TABLES = {"heldout": "Held-out turns by harness (shares of the cases)"}
+MODEL_TABLES = {"heldout": "Held-out turns by harness (shares of the cases)", "t4": "IFEval (T4)",
+                "t1": "T1 tool use"}
 
 
 def _humanised(key: str) -> str:
@@ -318,9 +319,41 @@ def stage_points(points: Sequence[Mapping[str, Any]], stage: str) -> list[Mappin
     return [p for p in points if p.get("stage") == stage]
 
 
+def _is_estimate(value: Any) -> bool:
+    """A measured share with its 95 % interval (``{"mean", "ci_low", "ci_high", "n"}``, as the eval sets write)."""
+    return isinstance(value, Mapping) and {"mean", "ci_low", "ci_high"} <= set(value)
+
+
+def _is_score_set(value: Any) -> bool:
+    """One eval set's scores (e.g. a base model's measured T1/T4): estimates beside counts (n, of, k)."""
+    return isinstance(value, Mapping) and any(_is_estimate(v) for v in value.values())
+
+
 def _is_table(value: Any) -> bool:
-    """A metric that is one set of figures per group (per harness, per eval set): a table, not a row."""
+    """A metric that is one set of figures per group (per harness, per eval set), or one eval set's scores with
+    their intervals: a table, not a row."""
+    if _is_score_set(value):
+        return True
     return isinstance(value, Mapping) and bool(value) and all(isinstance(v, Mapping) for v in value.values())
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * value:.1f} %" if _finite(value) else "—"
+
+
+def _score_table(key: str, scores: Mapping[str, Any]) -> dict[str, Any]:
+    """One eval set's scores as a table: a row per estimate (score, 95 % interval, cases); the set's counts (cases
+    of how many, k samples) go in the label."""
+    label = MODEL_TABLES.get(key) or _humanised(key)
+    n, of, k = scores.get("n"), scores.get("of"), scores.get("k")
+    if _finite(n):
+        label += f": {n:,} of {of:,} cases" if _finite(of) else f": {n:,} cases"
+        label += f", k = {k}" if _finite(k) else ""
+    rows = [{"key": f, "label": _humanised(f),
+             "cells": [_percent(e["mean"]), f"[{_percent(e['ci_low'])[:-2]}, {_percent(e['ci_high'])}]",
+                       _shown(e.get("n"))]}
+            for f, e in scores.items() if _is_estimate(e)]
+    return {"key": key, "label": label, "columns": ["score", "95 % interval", "cases"], "rows": rows}
 
 
 def model_metric_rows(metrics: Mapping[str, Any] | None, points: Sequence[Mapping[str, Any]] = ()
@@ -365,9 +398,13 @@ def model_metric_rows(metrics: Mapping[str, Any] | None, points: Sequence[Mappin
 def model_metric_tables(metrics: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """A model's per-group figures (a metric whose value maps each group, e.g. each harness, to its figures) as
     tables: ``{"key", "label", "columns": [group…], "rows": [{"key", "label", "cells": [text…]}]}``, one row per
-    figure in the order first met, "—" where a group lacks it."""
+    figure in the order first met, "—" where a group lacks it. One eval set's scores (a base model's measured T1/T4)
+    are a table of their estimates: score, 95 % interval, cases."""
     tables = []
     for key, value in (metrics or {}).items():
+        if _is_score_set(value):
+            tables.append(_score_table(key, value))
+            continue
         if not _is_table(value):
             continue
         columns = [str(group) for group in value]

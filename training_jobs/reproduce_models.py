@@ -17,7 +17,7 @@ from django.db import models
 from console.jobs import Job
 
 BASES = (("tiny", "tiny (models/demo-tiny)"), ("smol", "smol (models/smollm2-135m)"))
-BUDGETS = (("smoke", "smoke (minutes on CPU)"), ("cpu", "cpu (about two hours on 2 cores)"),
+BUDGETS = (("smoke", "smoke (minutes on CPU)"), ("cpu", "cpu (several hours on 2 cores)"),
            ("gpu", "gpu (bfloat16 on one GPU)"))
 LOG_LINES_KEPT = 200
 

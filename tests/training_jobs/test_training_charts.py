@@ -160,6 +160,25 @@ def test_per_group_figures_are_a_table_not_a_run_on_row():
     assert model_metric_tables({"final_loss": 0.1, "empty": {}}) == [] and model_metric_tables(None) == []
 
 
+def test_a_base_model_s_measured_scores_are_a_table_of_estimates():
+    """The SmolLM2 base's T1/T4 scores (training_jobs.services.base_models): a table per set with each estimate's
+    score, interval and cases, the set's counts in the label; the scores file stays a row."""
+    est = {"mean": 0.1, "ci_low": 0.033, "ci_high": 0.183, "n": 60}
+    metrics = {"scores_file": "results/smollm2-135m-base-scores.json",
+               "t4": {"n": 60, "of": 541, "k": 1, "prompt_strict": est,
+                      "instruction_strict": {"mean": 0.215, "ci_low": 0.146, "ci_high": 0.291, "n": 93}},
+               "t1": {"n": 12, "of": None, "k": 1, "accuracy": {"mean": 1.0, "ci_low": 1.0, "ci_high": 1.0, "n": 12},
+                      "pass_k": None}}
+    assert [r["key"] for r in model_metric_rows(metrics)] == ["scores_file"]
+    t4, t1 = model_metric_tables(metrics)
+    assert t4["label"] == "IFEval (T4): 60 of 541 cases, k = 1" and t1["label"] == "T1 tool use: 12 cases, k = 1"
+    assert t4["columns"] == ["score", "95 % interval", "cases"]
+    assert [(r["label"], r["cells"]) for r in t4["rows"]] == [
+        ("Prompt strict", ["10.0 %", "[3.3, 18.3 %]", "60"]),
+        ("Instruction strict", ["21.5 %", "[14.6, 29.1 %]", "93"])]
+    assert [r["cells"] for r in t1["rows"]] == [["100.0 %", "[100.0, 100.0 %]", "12"]]
+
+
 def test_a_resumed_stage_s_metrics_cover_the_whole_run():
     rows = model_metric_rows({"final_loss": 1.0, "train_loss": 1.5, "steps_this_run": 5, "wall_s": 10}, RESUMED)
     shown = {r["key"]: r for r in rows}
