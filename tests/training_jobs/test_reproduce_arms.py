@@ -1,9 +1,10 @@
 """``manage.py reproduce_hat`` (training_jobs.reproduce) for real, end to end, at the smoke budget on the tiny base:
-the command runs once in this module, uninterrupted (train, evaluate, write the table), as `.ci/run` runs it. Then:
-all four arms trained (each model directory loads and its weights differ from the base), the two SFT arms got the
-same steps, batch and number of rows of the same tasks in the same order, the seed reached the data and every
-stage, every model and the base were evaluated and the table has every cell (not the values), and no held-out
-harness state or evaluation text (T1-T4, IFEval included) is in any arm's training data."""
+the command runs once for the session (conftest.py, shared with test_reproduce_evaluate), uninterrupted (train,
+evaluate, write the table), as `.ci/run` runs it. Then: all four arms trained (each model directory loads and its
+weights differ from the base), the two SFT arms got the same steps, batch and number of rows of the same tasks in
+the same order, the seed reached the data and every stage, every model and the base were evaluated and the table
+has every cell (not the values), and no held-out harness state or evaluation text (T1-T4, IFEval included) is in
+any arm's training data."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from training_jobs.reproduce.arms import ARMS, prepare_data, training_prompts
 from training_jobs.reproduce.budgets import BASE_NAMES, BUDGET_NAMES, BUDGETS, budget_for
 from training_jobs.tiny_model.pipeline import DEMO_MODEL_DIR
 
-SEED = 3
+SEED = 3  # the shared run's seed (conftest.py, reproduce_smoke_run)
 
 
 @pytest.fixture(scope="module")
@@ -26,25 +27,11 @@ def budget():
     return budget_for("smoke", "tiny")
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, budget):
-    """The command's own run: its stdout lines and the arms as run.json records them."""
-    import io
-
-    from django.core.management import call_command
-
-    from training_jobs.reproduce.arms import ArmResult
-
-    out = tmp_path_factory.mktemp("reproduce")
-    stdout = io.StringIO()
-    call_command("reproduce_hat", "--base", "tiny", "--budget", "smoke", "--seed", str(SEED), "--out", str(out),
-                 "--keep", str(out / "kept"), stdout=stdout)
-    run = json.loads((out / "run.json").read_text())
-    results = {name: ArmResult(arm=a["arm"], model_dir=Path(a["model_dir"]), stages=tuple(a["stages"]),
-                               steps=a["steps"], wall_s=a["wall_s"], train_data_sha256=a["train_data_sha256"],
-                               data={k: Path(v) for k, v in a["data"].items()}, config=a["config"])
-               for name, a in run["arms"].items()}
-    return out, results, stdout.getvalue().splitlines()
+@pytest.fixture
+def trained(reproduce_smoke_run):
+    """The command's own run (tests/training_jobs/conftest.py): its output folder, the arms as run.json records
+    them, its stdout lines."""
+    return reproduce_smoke_run
 
 
 def _weights(model_dir):

@@ -1,8 +1,8 @@
-"""The evaluation half of reproduce_hat (training_jobs.reproduce.evaluate) on the committed demo-tiny model standing
-in for the base and all four arms, at the smoke budget's sizes: every cell of the table is filled, every interval
-holds its figure, k samples of every case, the same cases and seeds for every model (so the same weights give the
-same replies), T2 under held-out harness states only. Real turn engine, real rules, real IFEval scorer; no
-database."""
+"""The evaluation half of reproduce_hat (training_jobs.reproduce.evaluate) at the smoke budget's sizes, in the
+command's own run (conftest.py ``reproduce_smoke_run``: the base and four trained arms): every cell of the table is
+filled, every interval holds its figure, k samples of every case, the same cases and seeds for every model; and on
+two copies of the committed demo-tiny model, the same weights give the same replies. T2 under held-out harness
+states only. Real turn engine, real rules, real IFEval scorer; no database."""
 
 from __future__ import annotations
 
@@ -44,13 +44,20 @@ class SmokeSizes:
     eval_max_new_tokens: int = 48
 
 
+@pytest.fixture
+def evaluated(reproduce_smoke_run):
+    """The run's evaluation (five models at the smoke budget's sizes, seed 3): results, its folder, its log."""
+    out, _, lines = reproduce_smoke_run
+    return json.loads((out / "evaluation.json").read_text()), out, lines
+
+
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reproduce-eval")
-    lines: list[str] = []
-    results = evaluate_models(models={row: DEMO for row, _ in ROWS}, budget=SmokeSizes(), out_dir=out, seed=3,
-                              log=lines.append)
-    return results, out, lines
+def copies(tmp_path_factory):
+    """Two copies of one model, evaluated on fewer cases with the smoke budget's k and seed."""
+    out = tmp_path_factory.mktemp("reproduce-copies")
+    results = evaluate_models(models={"base": DEMO, "fixed_sft": DEMO}, out_dir=out, seed=3, log=lambda line: None,
+                              budget=SmokeSizes(n_t1=1, n_t2=1, n_t3_per_level=1))
+    return results, out
 
 
 def _scores(node, path=""):
@@ -75,8 +82,12 @@ def test_every_cell_is_filled_and_every_interval_holds_its_figure(evaluated, tmp
             assert path.endswith("pass_k"), path
             continue
         assert s["ci_low"] <= s["mean"] <= s["ci_high"], (path, s)
-    assert json.loads((out / "evaluation.json").read_text())["models"].keys() == results["models"].keys()
-    assert lines[0].startswith("evaluating 5 model(s) on T1 3, T2 3, T3 5 (5 levels), IFEval 4 cases, k=2")
+    assert set(results["models"]) == {row for row, _ in ROWS}
+    assert any("evaluating 5 model(s) on T1 3, T2 3, T3 5 (5 levels), IFEval 4 cases, k=2" in line for line in lines)
+
+
+def _samples(out, row, name):
+    return [json.loads(line) for line in (out / "samples" / row / f"{name}.jsonl").read_text().splitlines()]
 
 
 def test_k_samples_of_the_same_cases_with_the_same_seeds_for_every_model(evaluated):
@@ -84,25 +95,29 @@ def test_k_samples_of_the_same_cases_with_the_same_seeds_for_every_model(evaluat
     sets = results["sets"]
     assert [len(sets[s]["cases"]) for s in ("t1", "t2", "t4")] == [3, 3, 4]
     assert all(len(sets[f"t3.{lv}"]["cases"]) == 1 for lv in T3_LEVELS)
-    replies = {}
     for row, _ in ROWS:
         model = results["models"][row]
         assert model["t1"]["samples"] == 3 * 2 and model["t1"]["k"] == 2 and model["t1"]["complete"] == 3
         assert model["t4"]["prompts"] == 4 and set(model["t4"]["per_sample"]) == {"0", "1"}
         assert model["gap"]["paired"] is True  # T2 holds exactly the T1 tasks
-        seen = {}
         for name in ("t1", "t2", *(f"t3.{lv}" for lv in T3_LEVELS), "t4"):
-            rows = [json.loads(line) for line in (out / "samples" / row / f"{name}.jsonl").read_text().splitlines()]
+            rows = _samples(out, row, name)
             per_case = Counter(r["case_id"] for r in rows)
             assert set(per_case) == set(sets[name]["cases"]) and set(per_case.values()) == {2}, (row, name)
             assert all(sorted(r["sample"] for r in rows if r["case_id"] == c) == [0, 1] for c in per_case)
             assert not [r["error"] for r in rows if r["error"]], (row, name)
             if name != "t4":  # played through the turn engine: its events are kept for drill-down
                 assert all(any(e["type"] == "model_request" for e in r["events"]) for r in rows), (row, name)
-            seen[name] = [(r["case_id"], r["sample"], r["reply"]) for r in rows]
-        replies[row] = seen
-    # five copies of one model, the same seeds: the same replies (the path is the same for every model)
-    assert all(replies[row] == replies["base"] for row, _ in ROWS)
+
+
+def test_the_same_weights_give_the_same_replies_and_two_samples_are_two_draws(copies):
+    results, out = copies
+    names = ("t1", "t2", *(f"t3.{lv}" for lv in T3_LEVELS), "t4")
+    replies = {row: {name: [(r["case_id"], r["sample"], r["reply"]) for r in _samples(out, row, name)]
+                     for name in names} for row in results["models"]}
+    assert set(replies) == {"base", "fixed_sft"}
+    # two copies of one model, the same seeds: the same replies (the path is the same for every model)
+    assert replies["fixed_sft"] == replies["base"]
     # two samples of one case are two draws, not one reply twice
     assert any(a[2] != b[2] for a, b in zip(replies["base"]["t4"][::2], replies["base"]["t4"][1::2]))
 
