@@ -11,7 +11,7 @@ import pytest
 from streams.bindings import campaign_state, product_info, shipping_policy, stock
 from streams.engine import hooks as H
 from streams.engine import rules
-from streams.engine.rules import CallRecord, ExpectedCall, Expectation, GoldFact, judge_turn
+from streams.engine.rules import CallRecord, Expectation, ExpectedCall, GoldFact, judge_turn
 from streams.engine.rules.base import CHECKS, Problem, TurnView, effect_of, run_check
 from streams.engine.rules.claims import extract_claims
 from streams.engine.turn import ScriptedBackend, run_turn
@@ -148,7 +148,8 @@ def test_results_without_a_product_back_any_product():
     ("Hi ann, welcome to the room!", "hello from Texas", None),
     ("Hi ann, welcome to the room!", "how much is #101?", "intent.unaddressed"),
     ("Hi dev, welcome to the room!", "hello from Texas", "intent.wrong_viewer"),
-    ("Barrier Repair Ceramide Moisturizer is a cosmetic, so I cannot promise it fixes acne; please ask a dermatologist.",
+    ("Barrier Repair Ceramide Moisturizer is a cosmetic, so I cannot promise it fixes acne; please ask a "
+     "dermatologist.",
      "does #102 cure eczema?", "intent.wrong_condition"),
     ("Barrier Repair Ceramide Moisturizer is a cosmetic, so I cannot promise it fixes eczema; please ask a "
      "dermatologist.", "does #102 cure eczema?", None),
@@ -276,11 +277,11 @@ def test_hook_messages_say_what_to_fix(room):
 
 def test_hooks_rewards_and_judges_share_one_implementation(room, monkeypatch):
     """Replacing one registered check changes the runtime hook, the judge, the RL rewards and the HSA judge."""
+    from streams.reference_policy import GoldComment, gold_trajectory
     from training_jobs.hat import rewards
     from training_jobs.hsa import judging
     from training_jobs.hsa.regenerate import RegenerateSettings, rule_check
     from training_jobs.hsa.samples import from_gold_trajectory
-    from streams.reference_policy import GoldComment, gold_trajectory
 
     manifest = load_tiny_manifest()
     traj = gold_trajectory(manifest, fresh(room), GoldComment("how much is #102?", "price", "max", link_id=102))
