@@ -341,6 +341,13 @@ def _percent(value: Any) -> str:
     return f"{100 * value:.1f} %" if _finite(value) else "—"
 
 
+def _interval(estimate: Mapping[str, Any]) -> str:
+    low, high = estimate.get("ci_low"), estimate.get("ci_high")
+    if not (_finite(low) and _finite(high)):
+        return "—"  # an empty estimate (pass^k of a set with no complete case)
+    return f"[{100 * low:.1f}, {100 * high:.1f} %]"
+
+
 def _score_table(key: str, scores: Mapping[str, Any]) -> dict[str, Any]:
     """One eval set's scores as a table: a row per estimate (score, 95 % interval, cases); the set's counts (cases
     of how many, k samples) go in the label."""
@@ -350,8 +357,7 @@ def _score_table(key: str, scores: Mapping[str, Any]) -> dict[str, Any]:
         label += f": {n:,} of {of:,} cases" if _finite(of) else f": {n:,} cases"
         label += f", k = {k}" if _finite(k) else ""
     rows = [{"key": f, "label": _humanised(f),
-             "cells": [_percent(e["mean"]), f"[{_percent(e['ci_low'])[:-2]}, {_percent(e['ci_high'])}]",
-                       _shown(e.get("n"))]}
+             "cells": [_percent(e["mean"]), _interval(e), _shown(e.get("n"))]}
             for f, e in scores.items() if _is_estimate(e)]
     return {"key": key, "label": label, "columns": ["score", "95 % interval", "cases"], "rows": rows}
 

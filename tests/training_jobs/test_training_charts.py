@@ -168,7 +168,7 @@ def test_a_base_model_s_measured_scores_are_a_table_of_estimates():
                "t4": {"n": 60, "of": 541, "k": 1, "prompt_strict": est,
                       "instruction_strict": {"mean": 0.215, "ci_low": 0.146, "ci_high": 0.291, "n": 93}},
                "t1": {"n": 12, "of": None, "k": 1, "accuracy": {"mean": 1.0, "ci_low": 1.0, "ci_high": 1.0, "n": 12},
-                      "pass_k": None}}
+                      "pass_k": {"mean": None, "ci_low": None, "ci_high": None, "n": 0}}}
     assert [r["key"] for r in model_metric_rows(metrics)] == ["scores_file"]
     t4, t1 = model_metric_tables(metrics)
     assert t4["label"] == "IFEval (T4): 60 of 541 cases, k = 1" and t1["label"] == "T1 tool use: 12 cases, k = 1"
@@ -176,7 +176,7 @@ def test_a_base_model_s_measured_scores_are_a_table_of_estimates():
     assert [(r["label"], r["cells"]) for r in t4["rows"]] == [
         ("Prompt strict", ["10.0 %", "[3.3, 18.3 %]", "60"]),
         ("Instruction strict", ["21.5 %", "[14.6, 29.1 %]", "93"])]
-    assert [r["cells"] for r in t1["rows"]] == [["100.0 %", "[100.0, 100.0 %]", "12"]]
+    assert [r["cells"] for r in t1["rows"]] == [["100.0 %", "[100.0, 100.0 %]", "12"], ["—", "—", "0"]]
 
 
 def test_a_resumed_stage_s_metrics_cover_the_whole_run():
@@ -305,6 +305,19 @@ def test_model_page_shows_per_harness_figures_as_a_table(client, manager, ml_sta
     row = re.search(r'data-testid="metric-heldout-right_tool_and_link_id">(.*?)</tr>', html, re.S).group(1)
     assert re.findall(r'<td class="num">([^<]*)</td>', row) == ["0.75", "0.5"]
     assert 'data-testid="metric-heldout"' not in html  # not a row of "Skincare v1 …; Skincare v2 …"
+
+
+def test_a_base_model_page_shows_its_measured_scores_as_tables(client, manager, base):
+    base.metrics = {"scores_file": "results/smollm2-135m-base-scores.json",
+                    "t4": {"n": 60, "of": 541, "k": 1,
+                           "prompt_strict": {"mean": 0.1, "ci_low": 0.033, "ci_high": 0.183, "n": 60}}}
+    base.save(update_fields=["metrics"])
+    client.force_login(manager)
+    html = client.get(f"/models/{base.pk}/").content.decode()
+    assert "IFEval (T4): 60 of 541 cases, k = 1" in html and 'data-testid="metric-scores_file"' in html
+    row = re.search(r'data-testid="metric-t4-prompt_strict">(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', row) == ["10.0 %", "[3.3, 18.3 %]", "60"]
+    assert 'data-testid="metric-t4"' not in html  # not one run-on row
 
 
 def test_unknown_model_and_job_are_404_and_a_base_model_has_no_metrics(client, ml_staff, base):
