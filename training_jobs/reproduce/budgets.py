@@ -134,10 +134,10 @@ _SMOKE = Budget(
     rl_lr=2e-4, lora=False, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
     k=2, n_t1=3, n_t2=3, n_t3_per_level=1, n_t4=4, eval_max_new_tokens=48)
 
-# The CPU budget: SmolLM2-135M with LoRA r=16 on the attention projections. Measured here (2 cores, 2026-12-01): an
-# SFT step of 2 rows of ~2,300 tokens takes about 41 s on a quiet machine (57 s on a busy one; 2026-12-02), so each
-# SFT arm 40-60 min; with distillation, RL and five evaluations, more than a 3-hour sitting: run it with --keep (training_jobs.reproduce.parts). One SFT epoch over
-# the tasks (60 steps x 2 = 120 rows).
+# The CPU budget: SmolLM2-135M with LoRA r=16 on the attention projections. Measured here (2 cores): an SFT step of
+# 2 rows of ~2,300 tokens takes about 41 s on a quiet machine (57 s on a busy one), so each SFT arm 40-60 min; with
+# distillation, RL and five evaluations, more than a 3-hour sitting: run it with --keep
+# (training_jobs.reproduce.parts). One SFT epoch over the tasks (60 steps x 2 = 120 rows).
 _CPU = Budget(
     name="cpu", sft_steps=60, distill_steps=20, rl_steps=6, sft_batch_size=2, distill_batch_size=2,
     rl_batch_size=2, rl_generations=2, max_seq_len=3072, train_samples=120, distill_prompts=40,
