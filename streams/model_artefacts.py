@@ -56,12 +56,14 @@ class TrainedHarnesses:
     """What a model was trained on, as training recorded it (its whole lineage): harness slugs (versions named
     ``slug@number`` in its datasets), manifests by content hash (demo manifests, those versions, recorded rooms'
     versions), and the same in words for a page (``tiny_room (harness_editor/demo/tiny_room.yaml)``). Empty sets:
-    training recorded no harness for it (a base model)."""
+    training recorded no harness for it (a base model). ``measured``: what was measured of this very model in a
+    room, in words (``answered 2 of 9 …``), for a page to say before anyone tries it."""
 
     model_name: str
     slugs: frozenset[str] = frozenset()
     manifest_hashes: frozenset[str] = frozenset()
     described: tuple[str, ...] = ()
+    measured: tuple[str, ...] = ()
 
 
 class ModelArtefactProvider(Protocol):

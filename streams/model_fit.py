@@ -131,3 +131,36 @@ def model_fit(*, endpoint: ModelEndpoint, version) -> ModelFit | None:
                     headline=f"{trained.model_name} was not trained on {harness.slug}.",
                     trained_on=trained.described, expectation=expectation, evidence=evidence,
                     better=tuple(endpoints_trained_on(version, exclude=endpoint)), version_id=version.pk)
+
+
+@dataclass(frozen=True)
+class EndpointModel:
+    """One row of "which model knows which harness": an endpoint, the model behind it as training registered it,
+    what that model was trained on (``trained_on``; empty: nothing recorded, ``known`` False: the registry does not
+    know the model) and what was measured of it in a room (``measured``)."""
+
+    id: int
+    name: str
+    model: str
+    known: bool
+    trained_on: tuple[str, ...] = ()
+    here: str = ""
+    measured: tuple[str, ...] = ()
+
+
+def endpoint_model(endpoint: ModelEndpoint) -> EndpointModel:
+    from streams.labels import model_short_name
+
+    trained = model_trained_harnesses(endpoint_id=endpoint.pk, served_model=endpoint.model)
+    if trained is None:
+        return EndpointModel(id=endpoint.pk, name=endpoint.name, model=model_short_name(endpoint.model) or "",
+                             known=False)
+    return EndpointModel(id=endpoint.pk, name=endpoint.name, model=trained.model_name, known=True,
+                         trained_on=trained.described, here=_versions_here(trained.manifest_hashes),
+                         measured=trained.measured)
+
+
+def endpoint_models() -> list[EndpointModel]:
+    """Every endpoint with the model behind it and the harnesses it was trained on, by name: said on the page where
+    a preview room is opened, before anyone picks an endpoint."""
+    return [endpoint_model(e) for e in ModelEndpoint.objects.order_by("name")]

@@ -27,7 +27,7 @@ from console.views import role_required
 from harness_editor.lookups import version_or_404
 from harness_editor.models import HarnessVersion
 from streams import selectors
-from streams.model_fit import model_fit
+from streams.model_fit import endpoint_model, model_fit
 from streams.models import PreviewRoom
 from streams.services import try_draft as services
 from streams.services.catalog import DEMO_ROOM_SLUG
@@ -70,6 +70,7 @@ def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, e
         "endpoint": endpoint, "room_name": DEMO_ROOM_SLUG,
         "problems": services.try_draft_problems(version),
         "fit": model_fit(endpoint=endpoint, version=version),
+        "endpoint_model": endpoint_model(endpoint),  # what was measured of it in a room
         "tool_warnings": tool_bindings_available(version.manifest),
         "columns": columns, "error": error, "text": text, "max_chars": MAX_VIEWER_COMMENT_CHARS,
     }, status=status)

@@ -23,7 +23,7 @@ from console.views import role_required
 from harness_editor.models import HarnessVersion, Label
 from streams import selectors, services
 from streams.labels import endpoint_label
-from streams.model_fit import model_fit
+from streams.model_fit import endpoint_model, endpoint_models, model_fit
 from streams.models import ModelEndpoint, PreviewRoom, Scenario
 from streams.services.tool_runtime import tool_bindings_available, tool_runtime_for
 
@@ -146,8 +146,8 @@ def preview_list(request: HttpRequest) -> HttpResponse:
             return redirect("streams:preview_room", room_id=room.pk)
     rooms = selectors.preview_room_list(user=request.user)[:50]
     status = 400 if request.method == "POST" else 200
-    return render(request, "streams/preview_list.html", {"form": form, "rooms": rooms, "error": error},
-                  status=status)
+    return render(request, "streams/preview_list.html", {"form": form, "rooms": rooms, "error": error,
+                                                         "endpoint_models": endpoint_models()}, status=status)
 
 
 def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: int = 200,
@@ -167,6 +167,7 @@ def _room_page(request: HttpRequest, room: PreviewRoom, *, error=None, status: i
         "member_form": member_form or (MemberForm() if is_owner and not room.is_run else None),
         "tool_warnings": tool_bindings_available(room.harness_version.manifest, runtime),
         "fit": model_fit(endpoint=room.endpoint, version=room.harness_version),  # trained on this harness?
+        "endpoint_model": endpoint_model(room.endpoint),  # what was measured of it in a room
     }, status=status)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Literal
 
 from streams.model_artefacts import ModelArtefact, TrainedHarnesses
@@ -173,6 +174,26 @@ def committed_manifests(model_dir) -> list[str] | None:
     return names
 
 
+def committed_measured(model_dir) -> list[str]:
+    """What a committed model directory's ``metrics.json`` records of the model in the demo room
+    (``demo_room``: the questions it answered of how many, its known limits), in words; [] when none."""
+    import json
+    from pathlib import Path
+
+    try:
+        room = json.loads((Path(model_dir) / "metrics.json").read_text(encoding="utf-8")).get("demo_room")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+    if not isinstance(room, dict) or not room.get("of"):
+        return []
+    answered = [str(q) for q in room.get("answered") or []]
+    out = [f"In the demo room it answered {len(answered)} of {room['of']} typical viewer questions"
+           + (f" ({'; '.join(answered)})" if answered else "") + "; the others fell back."]
+    if room.get("limits"):
+        out.append(f"Known limits: {str(room['limits']).split(';', 1)[0]}.")
+    return out
+
+
 def demo_checkpoint_manifests() -> list[str]:
     """The demo manifests the committed checkpoint's lineage trained on, as its pipeline recorded them in
     ``metrics.json`` (``trained_manifests``); the tiny room for a checkpoint from before that record."""
@@ -257,7 +278,8 @@ def trained_harnesses(row: TrainedModel) -> TrainedHarnesses:
             records.append(_demo_checkpoint_record())
         elif (names := committed_manifests(node.path)) is not None:
             records.append(_manifests_record(names))
-    return _harnesses(row.name, records)
+    # what was measured of this very model (an ancestor's figures say nothing of a model trained further)
+    return replace(_harnesses(row.name, records), measured=tuple(committed_measured(row.path)))
 
 
 PROVIDER = TrainedModels()

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -134,5 +136,15 @@ def test_seed_demo_serves_glow_gadget_on_a_model_trained_on_it(client):
     assert 'data-testid="model-fit-better"' in page and f"endpoint={flagship.pk}" in page
     form = client.get(f"/preview/?version={v1.pk}&endpoint={flagship.pk}").content.decode()
     assert f'<option value="{flagship.pk}" selected>' in form
+    # before anyone picks: which model knows which harness, and what the flagship's model did in the demo room
+    rows = {m.group(1): m.group(2) for m in re.finditer(
+        r'data-testid="endpoint-model" data-endpoint="([^"]+)">(.*?)</tr>', form, re.S)}
+    assert set(rows) == {"local", "flagship"}
+    assert "skincare_v1" in rows["flagship"] and "glow-gadget v1" in rows["flagship"]
+    assert "answered 2 of 9 typical viewer questions" in rows["flagship"]
+    assert "tiny_room" in rows["local"] and "answered" not in rows["local"]
+    flagship_room = client.get(f"/preview/{room.pk}/").content.decode()
+    assert 'data-testid="endpoint-measured"' in flagship_room and "Known limits: stock questions" in flagship_room
+    assert 'data-testid="endpoint-measured"' not in page  # the tiny model: nothing measured in a room
     # a prefill that names nothing is ignored, not an error
     assert client.get("/preview/?version=nope&endpoint=999999").status_code == 200

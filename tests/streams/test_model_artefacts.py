@@ -96,3 +96,26 @@ def test_saving_a_session_as_an_eval_set_needs_a_store(settings, ml_staff):
     with pytest.raises(EvalSetsUnavailable) as refused:
         live_session_save_as_eval_set(user=ml_staff, session=SimpleNamespace(pk=uuid.uuid4()))
     assert refused.value.status_code == 409
+
+
+def test_what_a_committed_model_did_in_the_demo_room_reads_as_words(tmp_path):
+    """A committed model's metrics.json ``demo_room`` (the room's questions it answered, its limits) is what pages
+    say of it before anyone tries it; a model with none, or a broken file, says nothing."""
+    import json
+
+    from training_jobs.model_artefacts import committed_measured
+
+    assert committed_measured(tmp_path) == []  # no metrics.json
+    (tmp_path / "metrics.json").write_text("{not json", encoding="utf-8")
+    assert committed_measured(tmp_path) == []
+    (tmp_path / "metrics.json").write_text(json.dumps({"demo_room": {"answered": [], "of": 0}}), encoding="utf-8")
+    assert committed_measured(tmp_path) == []  # nothing measured
+    (tmp_path / "metrics.json").write_text(json.dumps({"demo_room": {
+        "answered": ["how much is #102?", "what's on sale?"], "of": 9,
+        "limits": "stock questions are taken for product questions (another skill); the rest fall back"}}),
+        encoding="utf-8")
+    assert committed_measured(tmp_path) == [
+        "In the demo room it answered 2 of 9 typical viewer questions (how much is #102?; what's on sale?); "
+        "the others fell back.",
+        "Known limits: stock questions are taken for product questions (another skill).",
+    ]
