@@ -9,6 +9,7 @@ from __future__ import annotations
 from playwright.sync_api import expect
 
 from harness_editor.models import ApprovalChecklist, HarnessVersion, Label, ReviewComment
+from tests.browser.test_accessibility import BLOCKING, _axe
 from tests.harness_editor.gate_helpers import compliance_lead  # noqa: F401  (fixture)
 
 V2 = "/harnesses/glow-gadget/v2/"
@@ -17,6 +18,12 @@ V2 = "/harnesses/glow-gadget/v2/"
 def _switch(page, login, user) -> None:
     page.context.clear_cookies()
     login(user)
+
+
+def _no_serious_violation(page) -> None:
+    """axe-core on a confirmation page (reached by a POST, so the accessibility walk's links never lead there)."""
+    serious = [f"{v['id']} ({v['impact']}): {v['targets']}" for v in _axe(page) if v["impact"] in BLOCKING]
+    assert not serious, f"{page.url}: {serious}"
 
 
 def test_comments_checklist_and_confirmations(page, login, shot, harness_with_history, compliance_lead, reviewer,
@@ -93,6 +100,7 @@ def test_comments_checklist_and_confirmations(page, login, shot, harness_with_hi
     expect(page.get_by_test_id("confirm-change")).to_contain_text("moves from v1 to v2")
     expect(page.get_by_test_id("affected")).to_contain_text("No live session uses this label now")
     shot("07-confirm-label-move")
+    _no_serious_violation(page)
     assert Label.objects.get(name="production").version.number == 1
     page.get_by_test_id("confirm-submit").click()
     expect(page.get_by_test_id("messages")).to_contain_text("Moved 'production' to v2.")
@@ -101,6 +109,7 @@ def test_comments_checklist_and_confirmations(page, login, shot, harness_with_hi
     page.locator("#labels").get_by_role("button", name="Roll back").first.click()
     expect(page.get_by_test_id("confirm-change")).to_contain_text("moves from v2 back to v1")
     shot("08-confirm-label-rollback")
+    _no_serious_violation(page)
     page.get_by_test_id("confirm-submit").click()
     expect(page.get_by_test_id("messages")).to_contain_text("Rolled 'production' back to v1.")
     assert Label.objects.get(name="production").version.number == 1
@@ -111,6 +120,7 @@ def test_comments_checklist_and_confirmations(page, login, shot, harness_with_hi
     page.get_by_role("button", name="Discard draft").click()
     expect(page.get_by_test_id("confirm-change")).to_contain_text("Draft v3 of glow-gadget is deleted for good")
     shot("09-confirm-discard")
+    _no_serious_violation(page)
     page.get_by_test_id("confirm-submit").click()
     expect(page.get_by_test_id("messages")).to_contain_text("Draft v3 was discarded.")
     assert not HarnessVersion.objects.filter(harness__slug="glow-gadget", number=3).exists()
