@@ -180,7 +180,8 @@ def test_the_gpu_budget_fits_the_device_command_and_the_first_one_did_not():
     first = replace(b, sft_steps=200, distill_steps=40, rl_steps=12, train_samples=1600, k=4, n_t1=256, n_t2=256,
                     n_t3_per_level=50, n_t4=541, eval_workers=1)
     assert P.estimate(first)["evaluation"] > 10 * 3600
-    assert budget_for("cpu", "smol").eval_workers == 1 and budget_for("smoke", "tiny").eval_workers == 1
+    # the cpu budget: two single-threaded processes on the two cores
+    assert budget_for("cpu", "smol").eval_workers == 2 and budget_for("smoke", "tiny").eval_workers == 1
     with pytest.raises(ValueError, match="eval_workers must be at least 1"):
         replace(b, eval_workers=0)
 
@@ -209,6 +210,30 @@ def test_models_evaluated_in_processes_give_what_one_after_the_other_gives(tmp_p
     assert got[1][:3] == got[2][:3] and len(got[1][1]["base"]) == 1 + 1 + 5 + 1
     assert "evaluating base, fixed_sft in 2 processes" in got[2][3]
     assert sum(line.startswith(("base: T1", "fixed_sft: T1")) for line in got[2][3]) == 2
+
+
+def test_a_model_evaluated_in_its_own_process_is_kept_when_another_fails(tmp_path):
+    """With --keep, each model's evaluation is kept as it ends, not when the last one ends: a run that stops
+    half-way (a failure, the end of a sitting) keeps what it finished."""
+    from dataclasses import replace
+
+    from training_jobs.reproduce.evaluate import evaluate_models, evaluation_key, select_cases
+    from training_jobs.reproduce.parts import Parts
+
+    demo = REPO / "models" / "demo-tiny"
+    broken = tmp_path / "not-a-model"
+    broken.mkdir()
+    budget = replace(budget_for("smoke", "tiny"), k=1, n_t1=1, n_t2=1, n_t3_per_level=1, n_t4=1,
+                     eval_max_new_tokens=16, eval_workers=2)
+    parts = Parts(tmp_path / "keep")
+    lines: list[str] = []
+    with pytest.raises(FileNotFoundError, match="not a model directory"):
+        evaluate_models(models={"broken": broken, "base": demo}, budget=budget, out_dir=tmp_path / "out", seed=2,
+                        log=lines.append, parts=parts)
+    key = evaluation_key(demo, select_cases(budget, 2), budget=budget, seed=2, serving="inprocess")
+    assert parts.find_eval("base", key) is not None and not parts.eval_dir("broken").exists()
+    assert any(line.startswith("broken: evaluation failed: FileNotFoundError") for line in lines)
+    assert any(line.startswith("base: evaluation kept at") for line in lines)
 
 
 # --- the plain command line (no Django) ----------------------------------------------------------------------

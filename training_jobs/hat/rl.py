@@ -95,7 +95,45 @@ def rollout_tasks(samples: Sequence[Sample], *, augment_probability: float, seed
     return tasks
 
 
-# --- the policy inside the turn engine ---------------------------------------------------------------------------------
+# --- the policy inside the turn engine --------------------------------------------------------------------------------
+
+
+class PrefixCache:
+    """The attention keys and values of the last token sequence one model generated from, reused for the longest
+    token prefix the next sequence shares with it: the next call of the same turn (the sequence so far plus a tool
+    result) and the next case on the same harness (the same system prompt and tools) then compute only what is new.
+    On these CPUs a ~2,000-token prompt costs seconds per call to read again. One cache per model, used by one
+    caller at a time (an evaluation plays its samples one after another); the sampled tokens draw from the same
+    logits up to float rounding."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.cache: Any = None
+        self.reused = 0  # prompt tokens not computed again, over all calls (benchmarks read it)
+        self.computed = 0
+
+    def generate(self, model: Any, ids: list[int], **kwargs: Any) -> list[int]:
+        """``model.generate`` from ``ids`` (one sequence) with the cached prefix; the new tokens."""
+        import torch
+        from transformers import DynamicCache
+
+        shared = 0
+        for a, b in zip(self.tokens, ids[:-1]):  # at least the last token is computed: it gives the next logits
+            if a != b:
+                break
+            shared += 1
+        if self.cache is None or not shared:
+            self.cache, shared = DynamicCache(), 0
+        else:
+            self.cache.crop(shared)
+        self.reused += shared
+        self.computed += len(ids) - shared
+        context = torch.tensor([ids], device=model.device)
+        out = model.generate(input_ids=context, attention_mask=torch.ones_like(context), past_key_values=self.cache,
+                             **kwargs)
+        sequence = out[0].tolist()
+        self.tokens = sequence[:self.cache.get_seq_length()]  # what the cache holds: all but the last token
+        return sequence[len(ids):]
 
 
 class PolicyBackend:
@@ -105,9 +143,11 @@ class PolicyBackend:
     rendered by the same template) to the tokens the policy really wrote, so what is trained is exactly what the
     policy saw. ``env_mask`` marks the policy's own tokens (1) against the engine's (0)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int, temperature: float):
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int, temperature: float,
+                 prefix: PrefixCache | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.prefix = prefix  # shared with the model's other backends (evaluation); None: every call reads it all
         self.prompt_ids: list[int] = []
         self.completion_ids: list[int] = []
         self.env_mask: list[int] = []
@@ -140,14 +180,16 @@ class PolicyBackend:
             added = self._encode(closing + after[len(before):]) if not self.broken else []
             self.completion_ids += added
             self.env_mask += [0] * len(added)
-        context = torch.tensor([self.prompt_ids + self.completion_ids], device=self.model.device)
+        ids = self.prompt_ids + self.completion_ids
+        sampling = dict(max_new_tokens=self.max_new_tokens, do_sample=True, temperature=self.temperature, top_k=0,
+                        top_p=1.0, eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
         with torch.no_grad():
-            out = self.model.generate(input_ids=context, attention_mask=torch.ones_like(context),
-                                      max_new_tokens=self.max_new_tokens, do_sample=True,
-                                      temperature=self.temperature, top_k=0, top_p=1.0,
-                                      eos_token_id=self.tokenizer.eos_token_id,
-                                      pad_token_id=self.tokenizer.pad_token_id)
-        new = out[0, context.shape[1]:].tolist()
+            if self.prefix is not None:
+                new = self.prefix.generate(self.model, ids, **sampling)
+            else:
+                context = torch.tensor([ids], device=self.model.device)
+                out = self.model.generate(input_ids=context, attention_mask=torch.ones_like(context), **sampling)
+                new = out[0, context.shape[1]:].tolist()
         self._ended = bool(new) and new[-1] == self.tokenizer.eos_token_id
         self.completion_ids += new
         self.env_mask += [1] * len(new)
@@ -182,12 +224,12 @@ def rollout(task: RolloutTask, model: Any, tokenizer: Any, config: RLStageConfig
     scores = {name: s.value for name, s in R.score_rollout(result, task.manifest, task.room, task.reference).items()}
     thought = R.reasoning_text(result)
     reasoning = len(tokenizer(thought, add_special_tokens=False)["input_ids"]) if thought else 0
-    scores["reasoning_length"] = R.reasoning_length_penalty(reasoning, max(config.reasoning_budget, 1),
-                                                            config.reasoning_penalty) if config.reasoning_penalty else 0.0
+    scores["reasoning_length"] = R.reasoning_length_penalty(
+        reasoning, max(config.reasoning_budget, 1), config.reasoning_penalty) if config.reasoning_penalty else 0.0
     return Rollout(task, result, backend, scores)
 
 
-# --- the stage ---------------------------------------------------------------------------------------------------------
+# --- the stage --------------------------------------------------------------------------------------------------------
 
 
 def _reward_func(name: str):

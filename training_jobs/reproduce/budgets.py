@@ -8,9 +8,12 @@ r=16 step of SmolLM2-135M at 1 x 1,100 tokens takes 7.1 s, at 4 x 512 tokens 11.
 (skincare_v1, T1's own harness) renders a training row to about 1,100 tokens with the tiny tokenizer and to 1,800-2,200
 with SmolLM2's (HSA states with decoy tools and distractor skills up to about 2,700; measured with a ChatML template
 that renders tools), so an SFT step at batch 2 costs about 25 s: 2 x 60 SFT steps, 20 distillation steps and 6 RL
-steps take about an hour. Evaluation costs about as much again: a forward pass over a 2,000-token prompt takes
-about 4-5 s, a turn makes two or three model calls (about 18 s with decoding), so 12 T1 + 12 T2 + 15 T3 turns and
-20 IFEval answers per model, for five models, take about an hour.
+steps take about an hour. Evaluation is in-process, one thread per model and two models at a time
+(``eval_workers=2``: one per core). A turn of the base on T1 (it falls back: every retry is another model call of
+up to 96 tokens over a ~2,000-token sequence) took 35-42 s reading the whole sequence at every call and 21-27 s with
+the prefix cache (``training_jobs.hat.rl.PrefixCache``; ``bench/reproduce_eval_cache.py``: 1.58x over three cases,
+the same replies, beside a training run), so 12 T1 + 12 T2 + 15 T3 turns and 20 IFEval answers per model take
+15-20 minutes, and the five models about an hour.
 
 Figures behind the GPU budget (one H200, bfloat16; :func:`training_jobs.reproduce.gpu_preflight.estimate`, planning
 figures that the bundle's ``preflight`` replaces by measurements on the host before the run): a device command
@@ -143,7 +146,7 @@ _CPU = Budget(
     rl_batch_size=2, rl_generations=2, max_seq_len=3072, train_samples=120, distill_prompts=40,
     distill_max_new_tokens=48, rl_prompts=12, rl_max_completion_length=96, sft_lr=4e-4, distill_lr=2e-4,
     rl_lr=1e-4, lora=True, lora_rank=16, lora_alpha=32, lora_targets=ATTENTION, dtype="float32", threads=2,
-    k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=96)
+    k=1, n_t1=12, n_t2=12, n_t3_per_level=3, n_t4=20, eval_max_new_tokens=96, eval_workers=2)
 
 # The GPU budget: the same command in bfloat16 on one GPU (an H200 lent for 15 minutes: one command of at most
 # 10 minutes, module docstring), full fine-tuning on 5x the CPU budget's rows; evaluated on the CPU budget's cases

@@ -40,8 +40,9 @@ def _policy_class():
         """:class:`PolicyBackend` honouring the request's ``max_tokens`` and ``temperature`` (an HTTP endpoint
         does), within the cap it was made with; the per-sample seed is set on torch by :func:`served`."""
 
-        def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int, temperature: float):
-            super().__init__(model, tokenizer, max_new_tokens=max_new_tokens, temperature=temperature)
+        def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int, temperature: float,
+                     prefix: Any = None):
+            super().__init__(model, tokenizer, max_new_tokens=max_new_tokens, temperature=temperature, prefix=prefix)
             self.cap, self.default_temperature = max_new_tokens, temperature
 
         def stream_chat(self, messages: list[dict[str, Any]], tools: Any = None, **sampling: Any):
@@ -91,10 +92,13 @@ def _in_process(model_dir: Path, *, dtype: str, threads: int, max_new_tokens: in
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype)).to(device)
     model.eval()
     policy = _policy_class()
+    from training_jobs.hat.rl import PrefixCache
+
+    prefix = PrefixCache()  # the harness's system prompt and tools are read once per model, not once per call
 
     def new_backend(seed: int) -> Any:
         torch.manual_seed(seed)  # the sample's seed: the same draws for every model given the same logits
-        return policy(model, tokenizer, max_new_tokens=max_new_tokens, temperature=temperature)
+        return policy(model, tokenizer, max_new_tokens=max_new_tokens, temperature=temperature, prefix=prefix)
 
     yield new_backend
 

@@ -403,22 +403,35 @@ def _pct(score: Mapping[str, Any] | None) -> str:
 
 
 def _evaluate_in_processes(models: Mapping[str, Path], selection: Selection, *, budget: EvalBudget, seed: int,
-                           out_dir: Path, serving: str, workers: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """:func:`evaluate_model` for several models at once, one process each (``budget.eval_workers``; a GPU budget:
+                           out_dir: Path, serving: str, workers: int, log: Callable[[str], None],
+                           finished: Callable[[str, dict[str, Any]], None]) -> None:
+    """:func:`evaluate_model` for several models at once, one process each (``budget.eval_workers``: on a GPU,
     in-process generation decodes one sequence at a time, bound by Python and kernel launches, so one process
-    leaves the GPU mostly idle). Each process loads its own model and plays the same cases with the same seeds
-    (sample j of a case seeded ``seed + j`` on torch in whichever process plays it), so the results are those of
-    one process after the other; the processes write their progress straight to stdout."""
+    leaves the GPU mostly idle; on 2 CPU cores, one single-threaded process per core). Each process loads its own
+    model and plays the same cases with the same seeds (sample j of a case seeded ``seed + j`` on torch in whichever
+    process plays it), so the results are those of one process after the other; the processes write their progress
+    straight to stdout. ``finished(name, result)`` is called as each model's evaluation ends (it is kept then, not
+    when the last one ends: a run stopped half-way keeps what it finished)."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     log(f"evaluating {', '.join(models)} in {workers} processes")
     context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {name: pool.submit(evaluate_model, name, model_dir, selection, budget=budget, seed=seed,
-                                     out_dir=out_dir, serving=serving, log=print)
+        futures = {pool.submit(evaluate_model, name, model_dir, selection, budget=budget, seed=seed,
+                               out_dir=out_dir, serving=serving, log=print): name
                    for name, model_dir in models.items()}
-        return {name: future.result() for name, future in futures.items()}
+        failed: list[BaseException] = []
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as exc:  # the others still finish and are kept; the first failure is raised after
+                log(f"{futures[future]}: evaluation failed: {type(exc).__name__}: {exc}")
+                failed.append(exc)
+                continue
+            finished(futures[future], result)
+    if failed:
+        raise failed[0]
 
 
 def evaluation_key(model_dir: str | Path, selection: Selection, *, budget: EvalBudget, seed: int, serving: str
@@ -454,29 +467,34 @@ def evaluate_models(*, models: Mapping[str, Path], budget: EvalBudget, out_dir: 
     evaluated: dict[str, Any] = {}
     keys = {name: evaluation_key(d, selection, budget=budget, seed=seed, serving=serving)
             for name, d in models.items()} if parts is not None else {}
+
+    def summary(name: str, r: Mapping[str, Any]) -> None:
+        log(f"{name}: T1 {_pct(r['t1']['accuracy'])} · T2 {_pct(r['t2']['accuracy'])} · IFEval prompt strict "
+            f"{_pct(r['t4']['prompt_strict'])} · {r['wall_s']:.0f} s")
+
+    def finished(name: str, r: dict[str, Any]) -> None:
+        summary(name, r)
+        if parts is not None:
+            log(f"{name}: evaluation kept at {parts.keep_eval(name, keys[name], r, out_dir / 'samples' / name)}")
+        evaluated[name] = r
+
     for name in keys:
         kept = parts.find_eval(name, keys[name])
         if kept is not None:
             parts.restore_samples(name, kept, out_dir / "samples" / name)
             evaluated[name] = {**kept["result"], "kept_part": str(parts.eval_dir(name))}
             log(f"{name}: evaluation taken from the kept part {parts.eval_dir(name)}")
+            summary(name, evaluated[name])
     to_play = {name: d for name, d in models.items() if name not in evaluated}
     workers = min(int(getattr(budget, "eval_workers", 1) or 1), len(to_play))
     if workers > 1:
-        evaluated.update(_evaluate_in_processes(to_play, selection, budget=budget, seed=seed, out_dir=out_dir,
-                                                serving=serving, workers=workers, log=log))
-    for name, model_dir in models.items():
-        if workers > 1 or name not in to_play:
-            r = evaluated[name]
-        else:
+        _evaluate_in_processes(to_play, selection, budget=budget, seed=seed, out_dir=out_dir, serving=serving,
+                               workers=workers, log=log, finished=finished)
+    else:
+        for name, model_dir in to_play.items():
             log(f"evaluating {name} ({model_dir})")
-            r = evaluate_model(name, model_dir, selection, budget=budget, seed=seed, out_dir=out_dir,
-                               serving=serving, log=log)
-        log(f"{name}: T1 {_pct(r['t1']['accuracy'])} · T2 {_pct(r['t2']['accuracy'])} · IFEval prompt strict "
-            f"{_pct(r['t4']['prompt_strict'])} · {r['wall_s']:.0f} s")
-        if parts is not None and name in to_play:
-            log(f"{name}: evaluation kept at {parts.keep_eval(name, keys[name], r, out_dir / 'samples' / name)}")
-        evaluated[name] = r
+            finished(name, evaluate_model(name, model_dir, selection, budget=budget, seed=seed, out_dir=out_dir,
+                                          serving=serving, log=log))
     evaluated = {name: evaluated[name] for name in models}  # the models' order, kept or played
     results = {
         "budget": budget.to_dict() if hasattr(budget, "to_dict") else {
