@@ -235,6 +235,11 @@ def test_the_command_trains_evaluates_and_records_the_run(trained, budget):
         assert run["wall_s"][arm] == results[arm].wall_s > 0
     assert run["wall_s"]["total"] >= run["wall_s"]["evaluation"] > 0
     evaluation = json.loads((out / "evaluation.json").read_text())
+    # over all sittings: every stage once (the RL arm's time holds HSA-SFT's and distillation's), every evaluation
+    assert run["wall_s"]["stages_all_sittings"] == pytest.approx(
+        results["fixed_sft"].wall_s + results["hsa_sft_distill_rl"].wall_s, abs=0.2)
+    assert run["wall_s"]["evaluations_all_sittings"] == pytest.approx(
+        sum(m["wall_s"] for m in evaluation["models"].values()), abs=0.2)
     assert set(evaluation["models"]) == {"base", *ARMS}
     assert run["tables"] and all(Path(p).is_file() for p in run["tables"].values())
     cells = table_cells(evaluation)  # TableError on any missing or malformed cell

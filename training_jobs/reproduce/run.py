@@ -68,6 +68,17 @@ def _bundle_record(base_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def _compute_s(arms: dict[str, Any], results: dict[str, Any]) -> dict[str, float]:
+    """What the run cost over all its sittings (``training``/``evaluation``/``total`` are this sitting's, which with
+    ``--keep`` may have taken kept parts): every stage once, and every model's evaluation (summed: two may have run at
+    once)."""
+    stages = {(s["stage"], s["start"], s["data_sha256"]): s["wall_s"]
+              for arm in arms.values() for s in arm.config["stages"]}
+    evaluations = [m.get("wall_s") or 0 for m in (results.get("models") or {}).values()]
+    return {"stages_all_sittings": round(sum(stages.values()), 1),
+            "evaluations_all_sittings": round(sum(evaluations), 1)}
+
+
 def _keep_arg(keep_dir: Path | None) -> str:
     return f" --keep {keep_dir}" if keep_dir else ""
 
@@ -122,7 +133,7 @@ def reproduce(*, base: str, budget: str, out_dir: Path, seed: int = 0, log: Call
         "tables": {name: str(path) for name, path in tables.items()},
         "wall_s": {"data": data.get("wall_s"), **{name: arms[name].wall_s for name in ARMS},
                    "training": round(train_wall, 1), "evaluation": round(eval_wall, 1),
-                   "total": round(time.perf_counter() - t0, 1)},
+                   "total": round(time.perf_counter() - t0, 1), **_compute_s(arms, results)},
     }
     (out_dir / "run.json").write_text(json.dumps(run, indent=2, default=str) + "\n", encoding="utf-8")
     log(f"reproduce_hat: done in {run['wall_s']['total']} s; table: "
