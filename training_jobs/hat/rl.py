@@ -124,8 +124,8 @@ class PrefixCache:
             shared += 1
         if self.cache is None or not shared:
             self.cache, shared = DynamicCache(), 0
-        else:
-            self.cache.crop(shared)
+        elif shared < self.cache.get_seq_length():
+            self.cache.crop(shared - self.cache.get_seq_length())  # a negative count drops that many from the end
         self.reused += shared
         self.computed += len(ids) - shared
         context = torch.tensor([ids], device=model.device)

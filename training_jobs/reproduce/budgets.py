@@ -138,8 +138,8 @@ _SMOKE = Budget(
     k=2, n_t1=3, n_t2=3, n_t3_per_level=1, n_t4=4, eval_max_new_tokens=48)
 
 # The CPU budget: SmolLM2-135M with LoRA r=16 on the attention projections. Measured here (2 cores): an SFT step of
-# 2 rows of ~2,300 tokens takes about 41 s on a quiet machine (57 s on a busy one), so each SFT arm 40-60 min; with
-# distillation, RL and five evaluations, more than a 3-hour sitting: run it with --keep
+# 2 rows of ~2,300 tokens took 41 s in a quiet probe and 50-110 s in the committed run (the arms took 65 and 67 min,
+# distillation 2 min, RL 6 steps of 3-5 min); with five evaluations, more than a 3-hour sitting: run it with --keep
 # (training_jobs.reproduce.parts). One SFT epoch over the tasks (60 steps x 2 = 120 rows).
 _CPU = Budget(
     name="cpu", sft_steps=60, distill_steps=20, rl_steps=6, sft_batch_size=2, distill_batch_size=2,
