@@ -183,13 +183,8 @@ class PolicyBackend:
         ids = self.prompt_ids + self.completion_ids
         sampling = dict(max_new_tokens=self.max_new_tokens, do_sample=True, temperature=self.temperature, top_k=0,
                         top_p=1.0, eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
-        with torch.no_grad():
-            if self.prefix is not None:
-                new = self.prefix.generate(self.model, ids, **sampling)
-            else:
-                context = torch.tensor([ids], device=self.model.device)
-                out = self.model.generate(input_ids=context, attention_mask=torch.ones_like(context), **sampling)
-                new = out[0, context.shape[1]:].tolist()
+        with torch.no_grad():  # without a shared cache, a fresh one: the whole sequence is read, as generate does
+            new = (self.prefix or PrefixCache()).generate(self.model, ids, **sampling)
         self._ended = bool(new) and new[-1] == self.tokenizer.eos_token_id
         self.completion_ids += new
         self.env_mask += [1] * len(new)
