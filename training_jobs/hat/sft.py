@@ -55,7 +55,7 @@ def run_sft(config: SFTStageConfig, *, model_dir: str | Path, dataset_dir: str |
         raise ValueError(f"no row of {dataset_dir} keeps an assistant token within max_length={config.max_length}: "
                          f"raise max_length")
     cut = f" ({len(dataset) - kept} had no assistant token within max_length)" if kept < len(dataset) else ""
-    reporter.log(f"HSA-SFT: {kept} of {len(dataset)} rows from {dataset_dir}{cut}, {config.max_steps} steps on "
+    reporter.log(f"SFT: {kept} of {len(dataset)} rows from {dataset_dir}{cut}, {config.max_steps} steps on "
                  f"{config.device}")
     if config.lora is not None and not config.lora.merge:
         wide = f"; above 16, only servers started with --max-lora-rank >= {config.lora.r} load it" \
