@@ -161,6 +161,28 @@ def test_the_committed_result_is_shown_read_only(client, ml_staff, committed):
     assert 'data-testid="cancel"' not in html and "<form" not in html and WEIGHTS_SHA in html
 
 
+def test_the_real_committed_result_is_complete_and_shown(client, ml_staff):
+    """results/hat-miniature as committed (issue 15's cpu-budget run on SmolLM2): every cell of the table with its
+    interval, the three claims judged from those cells, the four plots, and the command that reproduces it."""
+    from training_jobs.reproduce_selectors import COMMITTED_DIR
+
+    results = json.loads((COMMITTED_DIR / "results.json").read_text())
+    run = json.loads((COMMITTED_DIR / "run.json").read_text())
+    assert run["base"]["name"] == "smol" and run["budget"]["name"] == "cpu"
+    cells = table_cells(results)  # raises on any missing or malformed cell
+    assert set(cells) == {key for key, _ in ROWS}
+    assert [c["verdict"] for c in judge_claims(cells)] == [c["verdict"] for c in results["claims"]]
+    readme = (COMMITTED_DIR / "README.md").read_text()
+    assert "reproduce_hat --base smol --budget cpu" in readme or "reproduce.run --base smol --budget cpu" in readme
+    client.force_login(ml_staff)
+    r = client.get("/training/reproductions/committed/")
+    html = main_part(r.content.decode())
+    assert r.status_code == 200 and 'data-testid="folder-problem"' not in html
+    assert html.count('data-testid="cell"') == len(ROWS) * len(COLUMNS) and html.count('data-testid="claim"') == 3
+    for name in PLOTS:
+        assert client.get(f"/training/reproductions/committed/{name}").status_code == 200
+
+
 def test_the_list_links_each_run_with_its_verdicts(client, ml_staff, done_run):
     client.force_login(ml_staff)
     html = main_part(client.get("/training/reproductions/").content.decode())
