@@ -104,6 +104,8 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
     record = smollm2.require_checkpoint(base_dir)
     work_dir = Path(work_dir)
     earlier = _earlier_training(Path(continue_from), record["weights_sha256"]) if continue_from else []
+    if earlier and earlier[-1].get("seed") == spec.seed:
+        log(f"warning: seed {spec.seed} is the seed {continue_from} was trained with: these rows are the ones it saw")
     rows = training_rows(spec.samples, seed=spec.seed)
     write_rows(rows, work_dir / "dataset")
     config = SFTStageConfig(max_steps=spec.steps, per_device_batch_size=spec.batch_size,
@@ -137,7 +139,8 @@ def train(spec: AdapterSpec, *, work_dir: Path, out_dir: Path = ADAPTER_DIR, bas
         "spec": asdict(spec), "steps": result.steps, "wall_s": round(time.perf_counter() - t0, 1),
         "train": result.metrics, "commit": git_commit(),
         "command": f"{TRAIN_COMMAND} --steps {spec.steps} --learning-rate {spec.learning_rate}"
-                   + (f" --seed {spec.seed} --continue-from {continue_from}" if continue_from else ""),
+                   + (f" --seed {spec.seed}" if continue_from or spec.seed != AdapterSpec.seed else "")
+                   + (f" --continue-from {continue_from}" if continue_from else ""),
         "adapter_sha256": {n: smollm2.sha256_file(out_dir / n) for n in ADAPTER_FILES},
     }
     if earlier:
