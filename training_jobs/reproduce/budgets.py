@@ -12,8 +12,8 @@ steps take about an hour. Evaluation is in-process, one thread per model and two
 (``eval_workers=2``: one per core). A turn of the base on T1 (it falls back: every retry is another model call of
 up to 96 tokens over a ~2,000-token sequence) took 35-42 s reading the whole sequence at every call and 21-27 s with
 the prefix cache (``training_jobs.hat.rl.PrefixCache``; ``bench/reproduce_eval_cache.py``: 1.58x over three cases,
-the same replies, beside a training run). In the committed run, two models at a time, a T1 case took about 50 s per
-model, so 12 T1 + 12 T2 + 15 T3 turns and 20 IFEval answers take 35-40 minutes a model, the five about 2 hours.
+the same replies, beside a training run). In the committed run, two models at a time, 12 T1 + 12 T2 + 15 T3 turns
+and 20 IFEval answers took 21-28 minutes a model (1,237-1,696 s) and the five 74 minutes (results/hat-miniature).
 
 Figures behind the GPU budget (one H200, bfloat16; :func:`training_jobs.reproduce.gpu_preflight.estimate`, planning
 figures that the bundle's ``preflight`` replaces by measurements on the host before the run): a device command
