@@ -141,10 +141,11 @@ def test_seed_demo_serves_glow_gadget_on_a_model_trained_on_it(client):
         r'data-testid="endpoint-model" data-endpoint="([^"]+)">(.*?)</tr>', form, re.S)}
     assert set(rows) == {"local", "flagship"}
     assert "skincare_v1" in rows["flagship"] and "glow-gadget v1" in rows["flagship"]
-    assert "answered 2 of 9 typical viewer questions" in rows["flagship"]
+    assert "answered 4 of 9 typical viewer questions" in rows["flagship"]
     assert "tiny_room" in rows["local"] and "answered" not in rows["local"]
     flagship_room = client.get(f"/preview/{room.pk}/").content.decode()
-    assert 'data-testid="endpoint-measured"' in flagship_room and "Known limits: stock questions" in flagship_room
+    assert 'data-testid="endpoint-measured"' in flagship_room
+    assert "Known limits: a greeting, a coupon or a condition question" in flagship_room
     assert 'data-testid="endpoint-measured"' not in page  # the tiny model: nothing measured in a room
     # a prefill that names nothing is ignored, not an error
     assert client.get("/preview/?version=nope&endpoint=999999").status_code == 200

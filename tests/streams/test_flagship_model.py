@@ -34,10 +34,11 @@ DEMO_COMMENTS = (
     "what's on sale right now?",
 )
 # Of DEMO_COMMENTS, at least this many end in a reply that is not the fallback line. Measured on the committed
-# 120-step adapter: 2 of 9 (the price question and what is on sale; stock questions it takes for product questions,
-# and shipping to Alaska it answers with a product's price, which the relevance rule refuses); the tiny model
-# answers none. Raise it with the adapter (models/glow-gadget-smollm2/MODEL_CARD.md).
-MIN_ANSWERED = 2
+# 240-step adapter: 4 of 9 (both price questions, the flash sale's price of #101 included, whether #103 is in stock,
+# and what is on sale); the 120-step adapter before it answered 2 (it took stock questions for product questions),
+# the tiny model none. One below the measured count: three turns run at once and vLLM's batching may tip a greedy
+# token. Raise it with the adapter (models/glow-gadget-smollm2/MODEL_CARD.md).
+MIN_ANSWERED = 3
 # These tests judge what the model says, not how fast this machine is (bench/ measures latency): a turn gets this
 # long instead of the room's 20 s. A quiet 2-core machine plays a price turn in 11-14 s; a CI preflight on a busy
 # one ran out of the 20 s after the right skill and tool calls, on the reply.
