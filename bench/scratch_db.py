@@ -15,6 +15,7 @@ bench run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -26,6 +27,42 @@ from urllib.parse import urlsplit, urlunsplit
 
 WATCHDOG_S = 120.0  # a stopped bench that is still running after this long is ended (see _install_signals)
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # PostgreSQL keeps 63 bytes; no quoting surprises
+
+
+def descendants(pid: int, proc_dir: str = "/proc") -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...), read from ``/proc``; [] where there is none."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir(proc_dir)
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_dir, entry, "stat"), encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "(comm)", which may hold spaces and parentheses
+        if len(fields) > 1 and fields[1].isdigit():
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_descendants(pid: int | None = None) -> list[int]:
+    """SIGKILL every process below ``pid`` (this one by default); returns the pids signalled."""
+    killed = []
+    for child in descendants(os.getpid() if pid is None else pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # ended meanwhile
+            os.kill(child, signal.SIGKILL)
+            killed.append(child)
+    return killed
 
 
 class ScratchRefused(RuntimeError):
@@ -144,10 +181,14 @@ class ScratchDatabase:
             self._old_handlers[sig] = signal.signal(sig, stop)
 
     def _last_resort(self, signum: int) -> None:
-        self.log(f"still running {WATCHDOG_S:.0f} s after signal {signum}: dropping the scratch database and exiting")
+        self.log(f"still running {WATCHDOG_S:.0f} s after signal {signum}: dropping the scratch database, ending "
+                 f"this bench's subprocesses and exiting")
         try:
             self.drop()
         finally:
+            # os._exit skips the finally blocks that stop the model server, worker and web process: without this
+            # they outlive the bench (a CI run found a model server left behind by an interrupted preview_ttft)
+            kill_descendants()
             os._exit(128 + signum)
 
     def _restore_signals(self) -> None:

@@ -114,6 +114,78 @@ def test_scratch_name_skips_a_name_that_exists():
         _drop(existing)
 
 
+# A bench whose SystemExit is lost (raised inside a callback, so printed and dropped): the watchdog must drop its
+# database *and* end its subprocesses before os._exit, or a model server outlives it (seen in CI: preview_ttft).
+_SWALLOWED_EXIT = """
+import subprocess, sys, time
+sys.path.insert(0, {bench!r})
+import scratch_db
+scratch_db.WATCHDOG_S = 1.0
+with scratch_db.ScratchDatabase({url!r}, "hat_h5_lost", log=lambda line: print(line, flush=True)) as db:
+    child = subprocess.Popen(["sh", "-c", "sleep 300 & wait"])  # a child with a child of its own
+    time.sleep(0.5)
+    print("ready", db.name, child.pid, flush=True)
+    for _ in range(600):
+        try:
+            time.sleep(0.1)
+        except SystemExit:
+            pass  # what the interpreter does to an exception raised inside a callback
+"""
+
+
+@needs_postgres
+def test_a_bench_that_ignores_its_stop_is_ended_with_its_subprocesses_and_database_gone():
+    proc = subprocess.Popen([sys.executable, "-c", _SWALLOWED_EXIT.format(bench=str(BENCH), url=DB_URL)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline().split()
+        assert line[:1] == ["ready"], (line, proc.stderr.read() if proc.poll() is not None else "")
+        name, child = line[1], int(line[2])
+        below = scratch_db.descendants(proc.pid)
+        assert child in below and len(below) >= 2  # sh and its sleep
+        assert _databases(name) == [name]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert "ending this bench's subprocesses" in out
+        assert _databases(name) == []
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in below):
+            assert time.monotonic() < deadline, f"left running: {below}"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"  # gone
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def test_descendants_are_found_below_a_process_and_nowhere_else():
+    proc = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(scratch_db.descendants(proc.pid)) < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (sleep,) = scratch_db.descendants(proc.pid)
+        assert proc.pid in scratch_db.descendants(os.getpid()) and sleep in scratch_db.descendants(os.getpid())
+        assert scratch_db.descendants(sleep) == []
+        assert scratch_db.kill_descendants(proc.pid) == [sleep]
+        proc.wait(10)  # sh's wait returns once its sleep is killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert scratch_db.descendants(2**22 + 1) == []  # no such process: nothing below it
+
+
 def test_scratch_name_gives_up_rather_than_reuse():
     with pytest.raises(scratch_db.ScratchRefused):
         scratch_db.scratch_name("hat_h5_x", lambda n: True, token=lambda: "same", tries=3)
