@@ -26,6 +26,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 WATCHDOG_S = 120.0  # a stopped bench that is still running after this long is ended (see _install_signals)
+REDELIVER_S = 0.1  # a stop that arrives inside the import machinery is delivered again after this long
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # PostgreSQL keeps 63 bytes; no quoting surprises
 
 
@@ -63,6 +64,22 @@ def kill_descendants(pid: int | None = None) -> list[int]:
             os.kill(child, signal.SIGKILL)
             killed.append(child)
     return killed
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait (pending) until the block ends; in the main thread only, where they land."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class ScratchRefused(RuntimeError):
@@ -116,6 +133,7 @@ class ScratchDatabase:
         self.stamp = f"scratch database of a hat-console benchmark, pid {os.getpid()}, {secrets.token_hex(8)}"
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self._old_handlers: dict[int, object] = {}
+        self._watchdog: threading.Timer | None = None
 
     @property
     def url(self) -> str:
@@ -135,12 +153,16 @@ class ScratchDatabase:
                                          f"pick a new name or leave --scratch-db out")
             else:
                 name = scratch_name(self.prefix, lambda n: database_exists(conn, n))
-            try:  # fails (DuplicateDatabase) if someone took the name since the check: nothing is dropped first
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            except psycopg.errors.DuplicateDatabase as exc:
-                raise ScratchRefused(f"database {name!r} appeared meanwhile; not touching it") from exc
-            self.name, self.created = name, True
-            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(self.stamp)))
+            # a stop between CREATE and the stamp would leave a database nobody may drop: signals wait till both
+            # are done (then __enter__ drops it, stamped, if the stop comes before the bench's with block)
+            with _signals_held():
+                try:  # fails (DuplicateDatabase) if someone took the name since the check: nothing is dropped first
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                except psycopg.errors.DuplicateDatabase as exc:
+                    raise ScratchRefused(f"database {name!r} appeared meanwhile; not touching it") from exc
+                self.name, self.created = name, True
+                conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
+                                                                            sql.Literal(self.stamp)))
         return name
 
     def drop(self) -> bool:
@@ -168,13 +190,21 @@ class ScratchDatabase:
         if threading.current_thread() is not threading.main_thread():
             return
 
-        def stop(signum, _frame):
+        def stop(signum, frame):
             # The SystemExit runs the bench's finally blocks (its subprocesses, then this database). Raised while the
             # interpreter runs a callback (a weakref's, an import lock's) it is printed and dropped instead, and the
             # bench would go on: a watchdog thread then drops the database itself and ends the process.
-            watchdog = threading.Timer(WATCHDOG_S, self._last_resort, args=(signum,))
-            watchdog.daemon = True
-            watchdog.start()
+            if self._watchdog is None:
+                self._watchdog = threading.Timer(WATCHDOG_S, self._last_resort, args=(signum,))
+                self._watchdog.daemon = True
+                self._watchdog.start()
+            if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+                # inside the import machinery (an import lock's callback: 1 stop in 5 of preview_ttft, which imports
+                # while it migrates): raised here it would be dropped, so the signal comes again a moment later
+                redeliver = threading.Timer(REDELIVER_S, os.kill, args=(os.getpid(), signum))
+                redeliver.daemon = True
+                redeliver.start()
+                return
             raise SystemExit(128 + signum)
 
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -201,7 +231,11 @@ class ScratchDatabase:
         try:
             self.create()
         except BaseException:
-            self._restore_signals()
+            try:
+                if self.created:  # stopped after making it, before the bench's with block: __exit__ will not run
+                    self.drop()
+            finally:
+                self._restore_signals()
             raise
         return self
 
