@@ -66,22 +66,6 @@ def kill_descendants(pid: int | None = None) -> list[int]:
     return killed
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def _signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait (pending) until the block ends; in the main thread only, where they land."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class ScratchRefused(RuntimeError):
     """The bench will not use this database (it exists, or the name is not a plain scratch name)."""
 
@@ -134,6 +118,8 @@ class ScratchDatabase:
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self._old_handlers: dict[int, object] = {}
         self._watchdog: threading.Timer | None = None
+        self._holding = False  # between CREATE DATABASE and its stamp (see create)
+        self._pending: int | None = None  # a stop that came meanwhile
 
     @property
     def url(self) -> str:
@@ -153,9 +139,11 @@ class ScratchDatabase:
                                          f"pick a new name or leave --scratch-db out")
             else:
                 name = scratch_name(self.prefix, lambda n: database_exists(conn, n))
-            # a stop between CREATE and the stamp would leave a database nobody may drop: signals wait till both
-            # are done (then __enter__ drops it, stamped, if the stop comes before the bench's with block)
-            with _signals_held():
+            # a stop between CREATE and the stamp would leave a database nobody may drop: it waits till both are
+            # done (then __enter__ drops it, stamped, if the stop comes before the bench's with block). A flag, not a
+            # signal mask: a process-directed signal goes to any thread that does not block it
+            self._holding = True
+            try:
                 try:  # fails (DuplicateDatabase) if someone took the name since the check: nothing is dropped first
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
                 except psycopg.errors.DuplicateDatabase as exc:
@@ -163,6 +151,10 @@ class ScratchDatabase:
                 self.name, self.created = name, True
                 conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
                                                                             sql.Literal(self.stamp)))
+            finally:
+                self._holding = False
+        if self._pending is not None:
+            raise SystemExit(128 + self._pending)
         return name
 
     def drop(self) -> bool:
@@ -198,6 +190,9 @@ class ScratchDatabase:
                 self._watchdog = threading.Timer(WATCHDOG_S, self._last_resort, args=(signum,))
                 self._watchdog.daemon = True
                 self._watchdog.start()
+            if self._holding:  # making the database: the stop is raised once it is made and stamped
+                self._pending = signum
+                return
             if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
                 # inside the import machinery (an import lock's callback: 1 stop in 5 of preview_ttft, which imports
                 # while it migrates): raised here it would be dropped, so the signal comes again a moment later
