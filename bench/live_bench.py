@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from preview_ttft import Procs, log, pct, start_web  # noqa: E402
-from scratch_db import ScratchDatabase, ScratchRefused  # noqa: E402
+from scratch_db import ScratchDatabase, ScratchRefused, descendants  # noqa: E402
 
 VIEWER_USER = "frank"  # seed_demo's operator (VIEW_LIVE)
 DEPLOYMENT = "tiny-room-live"  # seed_demo's deployment of tiny-room@production
@@ -60,20 +60,13 @@ def wall(at: str) -> float:
 
 def tree_rss_mb(pid: int) -> float:
     """RSS of a process and its descendants (vLLM runs its engine in a child), in MB."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    total = 0
+    for p in [pid, *descendants(pid)]:
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1])
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     return round(total / 1024, 1)

@@ -30,29 +30,24 @@ REDELIVER_S = 0.1  # a stop that arrives inside the import machinery is delivere
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # PostgreSQL keeps 63 bytes; no quoting surprises
 
 
-def descendants(pid: int, proc_dir: str = "/proc") -> list[int]:
-    """Every process below ``pid`` (children, theirs, ...), read from ``/proc``; [] where there is none."""
-    parents: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir(proc_dir)
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc_dir, entry, "stat"), encoding="utf-8", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "(comm)", which may hold spaces and parentheses
-        if len(fields) > 1 and fields[1].isdigit():
-            parents.setdefault(int(fields[1]), []).append(int(entry))
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...), from ``/proc/<pid>/task/<tid>/children``; [] where there
+    is none or it is gone."""
     out, todo = [], [pid]
     while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:  # gone meanwhile
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except OSError:
+                continue
+            out += children
+            todo += children
     return out
 
 
