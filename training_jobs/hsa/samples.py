@@ -433,7 +433,8 @@ def target_problems(manifest: Manifest, sample: Sample, *, full: bool = False, v
                 problems.append("a retried reply passes every hook")
             elif any(v.on_fail == "block" for v in failed):
                 problems.append("a retried reply is blocked, not retried")
-    if not any(skills.get(s) == "reply" for s in sample.loaded_skills()):
+    # a harness whose conventions do not require a reply skill (the engine asks none: no reply_skill_loaded hook)
+    if manifest.conventions.require_reply_skill and not any(skills.get(s) == "reply" for s in sample.loaded_skills()):
         problems.append("no reply skill loaded")
     c = manifest.constraints
     if rounds > c.max_tool_rounds:
