@@ -225,9 +225,11 @@ def parse_jsonl(jsonl_text: Any, *, kind: str | None = None, path: str = "jsonl"
 
 
 def _tool_calls_on_versions(cases: list[Case], lines: list[int]) -> list[dict[str, str]]:
-    """Calls named by ``tool`` in cases written for a stored version ('slug@N': the demo harnesses were checked
-    while parsing), checked against that version's tools through the real dispatcher. A reference that does not
-    resolve is left alone, as for built-in cases (a case may name a harness of another console)."""
+    """Calls named by ``tool`` in cases written for a stored version ('slug@N' or 'slug@label': the demo harnesses
+    were checked while parsing), checked against that version's tools through the real dispatcher. A reference
+    that names no version on record is an error at the case's ``harness``: its calls could not be checked, and a
+    case stored unchecked would be judged against tools nobody verified it names."""
+    from harness_editor.models import Harness
     from harness_editor.selectors import harness_version_by_ref
     from training_jobs.evals.cases import names_tools
     from training_jobs.evals.open_calls import tool_call_errors
@@ -240,9 +242,17 @@ def _tool_calls_on_versions(cases: list[Case], lines: list[int]) -> list[dict[st
         if case.harness not in versions:
             versions[case.harness] = harness_version_by_ref(case.harness)
         version = versions[case.harness]
-        if version is not None:
-            errors += [{"path": f"line {line}.{e.path}", "message": e.message}
-                       for e in tool_call_errors(case, version.manifest)]
+        if version is None:
+            slug, _, tail = case.harness.rpartition("@")
+            if not Harness.objects.filter(slug=slug).exists():
+                why = f"there is no harness {slug!r} in this console"
+            else:
+                why = f"{slug} has no version {tail}" if tail.isdigit() else \
+                    f"{slug} has no version or label {tail!r}"
+            errors.append({"path": f"line {line}.harness", "message": f"{why}: its tool calls cannot be checked"})
+            continue
+        errors += [{"path": f"line {line}.{e.path}", "message": e.message}
+                   for e in tool_call_errors(case, version.manifest)]
     return errors
 
 
