@@ -63,6 +63,12 @@ class ConsoleSettings(BaseSettings):
     # variables HAT_ENDPOINT_SECRET_<NAME> (console.secrets), referenced by name from endpoint records.
     outbound_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
                                       description="hosts (or host:port) model endpoints may be on, a JSON list")
+    # The addresses console-launched model servers may listen on (a serve profile's host; streams.services.serving):
+    # loopback unless the administrator of the hosts adds another. vLLM's API has no authentication.
+    serve_listen_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
+                                          description="addresses model servers launched from serve profiles may "
+                                          "listen on, a JSON list (add 0.0.0.0 only where a firewall or proxy "
+                                          "guards the ports)")
     # Tool bindings (streams.tool_bindings): what http and mcp bindings may call, each a mapping name -> entry (or a
     # list of entries with a name) as inline JSON or the path of a YAML/JSON file. Secrets their headers name as
     # {secret:NAME} are the variables HAT_TOOL_SECRETS_<NAME> (streams.tool_bindings.allow_lists.tool_secrets).

@@ -215,6 +215,8 @@ HAT_FLAGSHIP_MODEL_URL = ENV.flagship_model_url
 HAT_FLAGSHIP_MODEL_NAME = ENV.flagship_model_name
 # Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
 HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
+# Where console-launched model servers may listen (streams.services.serving.serve_spec_check): HAT_SERVE_LISTEN_HOSTS.
+HAT_SERVE_LISTEN_HOSTS = list(ENV.serve_listen_hosts)
 # What tool bindings may call (streams.tool_bindings; streams.services.tool_runtime builds the runtime from these):
 # HAT_TOOL_ENDPOINTS, HAT_MCP_SERVERS, parsed and checked at start-up. Secret values are read at call time from
 # the variables HAT_TOOL_SECRETS_<NAME>; HAT_TOOL_SECRETS (name -> value) may add some in a settings module.

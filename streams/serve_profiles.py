@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from streams import vllm_cpu
 from streams.local_servers import free_port, local_server_env
@@ -71,7 +72,19 @@ class ServeSpec(BaseModel):
     kv_cache_gib: int = Field(default=1, ge=1, le=512, description="vLLM-CPU's KV cache (VLLM_CPU_KVCACHE_SPACE).")
     threads: int | None = Field(default=None, ge=1, le=256, description="OMP threads of the server (default: all).")
     ready_timeout_s: float = Field(default=600, gt=0, le=3600, description="How long a launch waits for /health.")
-    extra_args: list[str] = Field(default_factory=list, max_length=64, description="Appended verbatim (vLLM flags).")
+    extra_args: list[str] = Field(default_factory=list, max_length=64,
+                                  description="More vLLM flags, each allowed one with a typed value "
+                                              "(streams.vllm_cpu.EXTRA_FLAGS); nothing else.")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _allowed_flags(cls, args: list[str]) -> list[str]:
+        errors = vllm_cpu.extra_args_errors(args)
+        if errors:  # one located error per item (extra_args[2]), not one for the whole list
+            raise ValidationError.from_exception_data("extra_args", [
+                InitErrorDetails(type=PydanticCustomError("extra_flag", "{why}", {"why": why}), loc=(i,),
+                                 input=args[i]) for i, why in errors])
+        return args
 
     @model_validator(mode="after")
     def _check(self) -> ServeSpec:

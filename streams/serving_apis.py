@@ -29,7 +29,8 @@ TAG = "serving"
                                      "port, tool_call_parser, dtype, mtp_speculative_tokens, enable_lora, "
                                      "lora_adapters, max_lora_rank, max_loras, runtime_lora_updating, "
                                      "max_model_len, gpu_memory_utilization, kv_cache_gib, threads, "
-                                     "ready_timeout_s, extra_args"})
+                                     "ready_timeout_s, extra_args (allowed vLLM flags with typed values only: "
+                                     "streams.vllm_cpu.EXTRA_FLAGS)"})
 class SpecField(serializers.JSONField):
     pass
 
@@ -113,8 +114,9 @@ class ProfileListCreateApi(ApiView):
                                   serializer_class=ProfileOutputSerializer)
 
     @extend_schema(tags=[TAG], operation_id="serve_profile_create", request=InputSerializer,
-                   description="Store a serve profile. A bad spec is a 400 naming each field's path (spec.port); "
-                               "nothing is saved then.",
+                   description="Store a serve profile. A bad spec is a 400 naming each field's path (spec.port, "
+                               "spec.extra_args[2]); nothing is saved then. host: one of HAT_SERVE_LISTEN_HOSTS "
+                               "(loopback unless an administrator adds more); runtime_lora_updating: loopback only.",
                    responses={201: ProfileOutputSerializer, **ERRORS_WRITE})
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -148,7 +150,9 @@ class ServerListLaunchApi(ApiView):
 
     @extend_schema(tags=[TAG], operation_id="server_launch", request=InputSerializer,
                    description="Launch a server of a model under a profile on a serve worker (queue 'serve'): "
-                               "201 with the record (starting); it becomes ready (endpoint registered) or failed.",
+                               "201 with the record (starting); it becomes ready (endpoint registered) or failed. "
+                               "A stored profile that no longer passes the checks is a 400 with their paths "
+                               "(spec.host); the worker checks it again before it starts a process.",
                    responses={201: ServerOutputSerializer, **ERRORS_WRITE})
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)

@@ -17,7 +17,6 @@ from console.views import role_required
 from streams import serving_selectors as selectors
 from streams.model_artefacts import model_get
 from streams.models import ServerInstance
-from streams.serve_profiles import ServeSpec
 from streams.services import serving
 
 SPEC_EXAMPLE = json.dumps({"kind": "vllm", "enable_lora": True, "max_lora_rank": 16, "runtime_lora_updating": True},
@@ -25,13 +24,15 @@ SPEC_EXAMPLE = json.dumps({"kind": "vllm", "enable_lora": True, "max_lora_rank":
 
 
 def _profiles_with_lines():
+    """Each profile with its command line, or why it cannot be launched here (a row edited behind the service's
+    back, or one stored before its host, flags or runtime adapters were refused): the page still shows."""
     out = []
     for profile in selectors.serve_profile_list():
         try:
-            line = ServeSpec.model_validate(profile.spec).for_model("MODEL_DIR", name=profile.name).command_line()
-        except ValueError as exc:  # a row edited behind the service's back
-            line = f"(invalid spec: {exc})"
-        out.append({"profile": profile, "command_line": line})
+            line, problems = serving.profile_spec(profile).for_model("MODEL_DIR", name=profile.name).command_line(), []
+        except ValidationFailed as exc:
+            line, problems = "", exc.errors or [{"path": "spec", "message": exc.message}]
+        out.append({"profile": profile, "command_line": line, "problems": problems})
     return out
 
 

@@ -24,6 +24,104 @@ DEMO_MODEL_DIR = REPO / "models" / "demo-tiny"
 DEFAULT_HOST = "127.0.0.1"
 
 
+# --- extra flags of a serve profile ----------------------------------------------------------------------------
+# A stored profile's extra_args reach vLLM's command line, so only these flags are accepted, each with a typed value.
+# Left out on purpose: every flag a profile field or vllm_argv sets (--host, --port, --model, --dtype, --chat-template,
+# --lora-modules, ...: a second copy would override the checked one), and every flag that imports code or reads a
+# path (--middleware, --tool-parser-plugin, --reasoning-parser-plugin, --trust-remote-code, --chat-template,
+# --generation-config DIR, --ssl-*, --api-key on a command line anyone with `ps` reads).
+
+
+@dataclass(frozen=True)
+class FlagValue:
+    """What one allowed flag takes: nothing (``kind="switch"``), an integer or a number in [low, high], or one of
+    ``choices``."""
+
+    kind: str  # switch | int | float | choice
+    low: float = 0
+    high: float = 0
+    choices: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "switch":
+            return "no value"
+        if self.kind == "choice":
+            return f"one of {', '.join(self.choices)}"
+        if self.kind == "int":
+            return f"an integer from {int(self.low)} to {int(self.high)}"
+        return f"a number from {self.low:g} to {self.high:g}"
+
+    def error(self, text: str) -> str | None:
+        """Why ``text`` is not a value of this flag; None when it is."""
+        if self.kind == "choice":
+            return None if text in self.choices else f"{text!r} is not {self.describe()}"
+        try:
+            value = int(text) if self.kind == "int" else float(text)
+        except ValueError:
+            return f"{text!r} is not {self.describe()}"
+        if not self.low <= value <= self.high:  # NaN compares false: refused too
+            return f"{text!r} is not {self.describe()}"
+        return None
+
+
+def _int(low: int, high: int) -> FlagValue:
+    return FlagValue("int", low, high)
+
+
+SWITCH = FlagValue("switch")
+EXTRA_FLAGS: dict[str, FlagValue] = {
+    "--block-size": FlagValue("choice", choices=("1", "8", "16", "32", "64", "128")),
+    "--cpu-offload-gb": FlagValue("float", 0, 1024),
+    "--enable-chunked-prefill": SWITCH,
+    "--enable-prefix-caching": SWITCH,
+    "--enforce-eager": SWITCH,
+    "--fully-sharded-loras": SWITCH,
+    "--kv-cache-dtype": FlagValue("choice", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2")),
+    "--lora-dtype": FlagValue("choice", choices=("auto", "float16", "bfloat16")),
+    "--max-cpu-loras": _int(1, 256),
+    "--max-logprobs": _int(0, 100),
+    "--max-num-batched-tokens": _int(1, 1_048_576),
+    "--max-num-seqs": _int(1, 4096),
+    "--no-enable-chunked-prefill": SWITCH,
+    "--no-enable-prefix-caching": SWITCH,
+    "--pipeline-parallel-size": _int(1, 64),
+    "--quantization": FlagValue("choice", choices=("awq", "gptq", "fp8", "bitsandbytes", "compressed-tensors")),
+    "--seed": _int(0, 2**32 - 1),
+    "--tensor-parallel-size": _int(1, 64),
+    "--tokenizer-mode": FlagValue("choice", choices=("auto", "slow", "mistral")),
+    "--uvicorn-log-level": FlagValue("choice", choices=("critical", "error", "warning", "info", "debug")),
+}
+
+
+def extra_args_errors(args: list[str]) -> list[tuple[int, str]]:
+    """(index, why) for each item of ``args`` that is not an allowed flag (:data:`EXTRA_FLAGS`) or its value:
+    ``--flag VALUE`` or ``--flag=VALUE``; a switch takes none."""
+    errors: list[tuple[int, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag, eq, inline = arg.partition("=")
+        rule = EXTRA_FLAGS.get(flag) if arg.startswith("--") else None
+        if not arg.startswith("--"):
+            errors.append((i, f"{arg!r} is not a flag (a value follows its flag)"))
+        elif rule is None:
+            errors.append((i, f"flag {flag!r} is not allowed (allowed: {', '.join(EXTRA_FLAGS)})"))
+        elif rule.kind == "switch":
+            if eq:
+                errors.append((i, f"flag {flag!r} takes no value"))
+        elif eq:
+            if (why := rule.error(inline)) is not None:
+                errors.append((i, f"{flag}: {why}"))
+        elif i + 1 >= len(args):
+            errors.append((i, f"flag {flag!r} needs a value: {rule.describe()}"))
+        else:
+            i += 1
+            if (why := rule.error(args[i])) is not None:
+                errors.append((i, f"{flag}: {why}"))
+        i += 1
+    return errors
+
+
 def vllm_python() -> str:
     """The interpreter of the vLLM environment."""
     return os.environ.get("HAT_VLLM_PYTHON") or str(REPO / ".venv-vllm" / "bin" / "python")
@@ -37,7 +135,8 @@ def vllm_argv(model_dir: str | Path, *, port: int, host: str = DEFAULT_HOST, ser
               enable_lora: bool = False, max_lora_rank: int = 16, max_loras: int = 4, max_model_len: int = 2048,
               tool_call_parser: str = "hermes", extra_args: list[str] | None = None,
               python: str | None = None, dtype: str = "float32") -> list[str]:
-    """argv that serves ``model_dir`` (its own chat template when it has one) with tool calling on."""
+    """argv that serves ``model_dir`` (its own chat template when it has one) with tool calling on. ``extra_args``
+    are appended as they are: a serve profile's were checked against :data:`EXTRA_FLAGS` when it was parsed."""
     model = str(Path(model_dir).resolve())
     argv = [python or vllm_python(), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
             "--host", host, "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len),

@@ -1,7 +1,9 @@
 """Serving: serve profiles, and the model servers launched from them on worker hosts (or registered).
 
 - :func:`serve_profile_create` stores a profile (a :class:`streams.serve_profiles.ServeSpec`, checked with located
-  errors: ``spec.port``, ``spec.lora_adapters[0].name``).
+  errors: ``spec.port``, ``spec.lora_adapters[0].name``, ``spec.extra_args[2]``); :func:`serve_spec_check` adds what
+  this host's administrator allows (``HAT_SERVE_LISTEN_HOSTS``) and runs again at launch, on the web and on the
+  worker before a process starts, so a stored profile that no longer passes fails cleanly with the reason.
 - :func:`server_launch` records a :class:`ServerInstance` (STARTING) and sends :func:`server_run` to the ``serve``
   queue (any host); the worker that takes it starts the process on its host, waits until it answers ``/health``,
   registers (or refreshes) the server's :class:`ModelEndpoint` and marks it READY with host, pid, port, argv and
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -84,6 +87,39 @@ def serve_spec_parse(spec, prefix: str = "spec") -> ServeSpec:
         raise ValidationFailed("the serve profile is invalid", errors=errors) from None
 
 
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_policy_errors(spec: ServeSpec, prefix: str = "spec") -> list[dict[str, str]]:
+    """What a valid spec may still not do here: listen on an address the administrator did not allow
+    (``HAT_SERVE_LISTEN_HOSTS``: loopback by default; vLLM's API has no authentication), or load adapters at run
+    time off loopback (``POST /v1/load_lora_adapter`` would let anyone who reaches the port load any path)."""
+    allowed = [h.lower() for h in settings.HAT_SERVE_LISTEN_HOSTS]
+    if spec.host.lower() not in allowed:
+        return [{"path": f"{prefix}.host", "message": f"model servers may listen on {', '.join(allowed) or 'nothing'} "
+                 f"only (HAT_SERVE_LISTEN_HOSTS, set by an administrator), not {spec.host!r}"}]
+    if spec.runtime_lora_updating and not _loopback(spec.host):
+        return [{"path": f"{prefix}.runtime_lora_updating", "message": "adapters are loaded at run time only into a "
+                 f"server on loopback (vLLM's load endpoint has no authentication), not on {spec.host!r}: a server "
+                 "other hosts reach loads its adapters at start (lora_adapters)"}]
+    return []
+
+
+def serve_spec_check(spec, prefix: str = "spec") -> ServeSpec:
+    """:func:`serve_spec_parse` and :func:`serve_policy_errors`: what may be stored and launched on this host."""
+    parsed = serve_spec_parse(spec, prefix)
+    errors = serve_policy_errors(parsed, prefix)
+    if errors:
+        raise ValidationFailed("the serve profile is invalid", errors=errors)
+    return parsed
+
+
 def serve_profile_create(*, user, name: str, spec) -> ServeProfile:
     """Store a serve profile under a unique slug ``name``."""
     _require(user, roles.MANAGE_SERVING, "create serve profiles")
@@ -93,7 +129,7 @@ def serve_profile_create(*, user, name: str, spec) -> ServeProfile:
     if not isinstance(name, str) or not name or slugify(name) != name or len(name) > 64:
         errors.append({"path": "name", "message": "a profile name is a slug (a-z, 0-9, -, _) of at most 64 characters"})
     try:
-        parsed = serve_spec_parse(spec)
+        parsed = serve_spec_check(spec)
     except ValidationFailed as exc:
         errors += exc.errors
         parsed = None
@@ -123,7 +159,10 @@ def default_cpu_profile() -> ServeProfile:
 
 
 def profile_spec(profile: ServeProfile) -> ServeSpec:
-    return ServeSpec.model_validate(profile.spec)
+    """A stored profile's spec, checked as at creation (ValidationFailed, located, when it no longer passes)."""
+    return serve_spec_check(profile.spec)
+
+
 
 
 # --- launch ---------------------------------------------------------------------------------------------------
@@ -141,7 +180,7 @@ def server_launch(*, user, profile: ServeProfile, model) -> ServerInstance:
                                 "that server")
     if not (Path(model.path) / "config.json").is_file():
         raise InvalidTransition(f"{model.name}: its directory {model.path} is gone")
-    serve_spec_parse(profile.spec)  # a stored spec edited behind the service's back fails here, not on the worker
+    profile_spec(profile)  # a stored spec edited behind the service's back (or now refused) fails here
     with transaction.atomic():
         instance = ServerInstance.objects.create(profile=profile, model_id=model.id, model_path=model.path,
                                                  managed=True, status=ServerInstance.Status.STARTING,
@@ -174,11 +213,15 @@ def server_run(instance_id) -> ServerInstance:
             return instance  # stopped before a worker took it, or a redelivered launch: nothing to start
         instance.host = serve_host()
         instance.save(update_fields=["host"])
+    # checked again here, before any process starts: the row may have changed since the launch was asked for, and
+    # this host's HAT_SERVE_LISTEN_HOSTS is the one that counts
     try:
         spec = profile_spec(instance.profile)
         profile = spec.for_model(instance.model_path, name=instance.profile.name)
-    except ValueError as exc:  # pydantic's ValidationError too: a spec edited behind the services' back
-        _fail_unless_stopping(instance.pk, f"the serve profile is invalid: {exc}")
+    except (ValidationFailed, ValueError) as exc:  # ValueError: pydantic's, the model path does not fit
+        errors = exc.errors if isinstance(exc, ValidationFailed) else []
+        why = "; ".join(f"{e['path']}: {e['message']}" for e in errors) or str(exc)
+        _fail_unless_stopping(instance.pk, f"the serve profile is invalid: {why}")
         return ServerInstance.objects.get(pk=instance.pk)
     log = Path(settings.ENV.data_dir) / "serve" / f"{instance.pk}.log"
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -88,6 +88,10 @@ def test_seed_demo_registers_make_runs_server_and_the_live_deployment():
     assert (in_force.version.harness.slug, in_force.version.number, in_force.label) == ("tiny-room", 1, "production")
     assert [e.name for e in in_force.endpoints] == ["local"] and in_force.model == server.model
     assert in_force.profile == profile
+    from streams.services.serving import serve_spec_check
+
+    for stored in ServeProfile.objects.all():  # the seeded profiles pass today's checks (loopback, allowed flags)
+        serve_spec_check(stored.spec)
     assert list(AuditEvent.objects.filter(scope="deployment:tiny-room-live").order_by("id")
                 .values_list("action", flat=True)) == ["deployment.create", "deployment.approve"]
 
