@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -62,7 +62,9 @@ class ConsoleSettings(BaseSettings):
     # Outbound requests (model endpoints) go only to these hosts (streams.engine.outbound); API keys are the
     # variables HAT_ENDPOINT_SECRET_<NAME> (console.secrets), referenced by name from endpoint records.
     outbound_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
-                                      description="hosts (or host:port) model endpoints may be on, a JSON list")
+                                      description="hosts (or host:port) model endpoints and HTTP tool "
+                                      "endpoints may be on, a JSON list; a bare host allows any port for model "
+                                      "endpoints, 80/443 only for tool endpoints")
     # The addresses console-launched model servers may listen on (a serve profile's host; streams.services.serving):
     # loopback unless the administrator of the hosts adds another. vLLM's API has no authentication.
     serve_listen_hosts: list[str] = Field(default=["127.0.0.1", "localhost", "::1"],
@@ -145,10 +147,11 @@ class ConsoleSettings(BaseSettings):
 
     @field_validator("tool_endpoints")
     @classmethod
-    def _tool_endpoints(cls, v: str) -> str:
+    def _tool_endpoints(cls, v: str, info: ValidationInfo) -> str:
         from streams.tool_bindings.allow_lists import parse_tool_endpoints
 
-        parse_tool_endpoints(v)  # a bad allow-list stops the start with what to fix
+        # a bad allow-list, or an endpoint on a host or port HAT_OUTBOUND_HOSTS does not allow, stops the start
+        parse_tool_endpoints(v, info.data.get("outbound_hosts"))
         return v
 
     @field_validator("mcp_servers")

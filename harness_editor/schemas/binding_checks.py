@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness_editor.schemas.bindings import FixtureBinding, HttpBinding
+from harness_editor.schemas.bindings import FixtureBinding, HttpBinding, http_path_problem
 from harness_editor.schemas.errors import FieldError, _join
 from harness_editor.schemas.manifest import Manifest, Tool
 from harness_editor.schemas.tool_schema import resolve_param_path
@@ -56,9 +56,9 @@ def _http_errors(b: HttpBinding, t: Tool, at: str, schema_ok: bool) -> list[Fiel
     if any(c in literal for c in "?#@\\") or "//" in literal:
         errors.append(FieldError(path=f"{at}.path", message="the path is the part after the endpoint's base URL: "
                                  "no scheme, host, '@', '?' or '#' (query parameters go in query)"))
-    if ".." in literal.split("/") or "." in literal.split("/"):
-        errors.append(FieldError(path=f"{at}.path", message="'.' and '..' segments would leave the endpoint's base "
-                                 "URL"))
+    problem = http_path_problem(literal)
+    if problem:
+        errors.append(FieldError(path=f"{at}.path", message=problem))
     for key, template in b.query.items():
         where = _join(f"{at}.query", key)
         if not key.strip():

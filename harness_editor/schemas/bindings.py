@@ -24,8 +24,11 @@ Plain Python and pydantic, no Django.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote_to_bytes
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
@@ -110,6 +113,40 @@ class HttpBinding(_BindingModel):
     timeout_s: float = Field(default=5.0, gt=0, le=60, allow_inf_nan=False)
     retries: int = Field(default=0, ge=0, le=3)
     max_response_bytes: int = Field(default=262_144, ge=1, le=10_000_000)
+
+
+# Escapes an upstream (or a proxy in front of it) may decode into a separator or a dot: never in a path template.
+_ENCODED_SEPARATOR_RE = re.compile(r"%(2e|2f|5c|25|00)", re.IGNORECASE)
+_BROKEN_ESCAPE_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_DECODINGS = 4  # servers and proxies in a chain each may decode once
+
+
+def http_path_problem(path: str, *, filled: bool = False) -> str | None:
+    """Why an http binding's ``path`` could leave its endpoint's base URL on an upstream that decodes it, or None.
+
+    The one rule for both places: a manifest's template when it is validated (``filled=False``; its literal text
+    may not percent-encode '.', '/', '\\' or '%'), and the path filled with a call's URL-encoded arguments before
+    every request (``filled=True``; an encoded '/' inside one argument is kept). Either way, decoded once or
+    several times, with '\\' read as '/' and ';' parameters dropped (``/..;/``), no segment may be '.' or '..'
+    (nor a Unicode spelling of them)."""
+    if not filled and _ENCODED_SEPARATOR_RE.search(path):
+        return ("a percent-encoded '.', '/', '\\' or '%' may be decoded by the upstream and leave the endpoint's "
+                "base URL")
+    if _BROKEN_ESCAPE_RE.search(path):
+        return "a '%' that does not start an escape (%XX)"
+    text = path
+    for _ in range(_DECODINGS):
+        for segment in re.split(r"[/\\]", text):
+            if unicodedata.normalize("NFKC", segment.split(";", 1)[0]).strip() in (".", ".."):
+                return "'.' and '..' segments would leave the endpoint's base URL"
+        try:
+            decoded = unquote_to_bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            return "percent-escapes that are not UTF-8 text"
+        if decoded == text:
+            return None
+        text = decoded
+    return "a path encoded more than a few times over"
 
 
 class FixtureCase(_BindingModel):

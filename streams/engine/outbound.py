@@ -3,8 +3,14 @@ host on the administrators' allow-list (``HAT_OUTBOUND_HOSTS``, read by the call
 
 Model endpoints are checked when an administrator saves one (the admin form), when a user picks one (a recipe's
 teacher or judge, a preview room, a scenario run) and again when the worker calls it, so a row edited behind the
-form's back is still refused. Hosts match exactly (case-insensitive, a trailing dot ignored); an entry
-``host:port`` allows that port only. Nothing is resolved here: numeric spellings such as ``127.1`` or
+form's back is still refused. HTTP tool endpoints (``HAT_TOOL_ENDPOINTS``) are checked against the same list,
+at start-up and when a call is made (:mod:`streams.tool_bindings.http`).
+
+Hosts match exactly after one normalisation applied to both sides (:func:`normalise_host`: lowercase, one
+trailing dot off, IDNA for non-ASCII names). An entry ``host:port`` allows that port only. An entry without a
+port allows any port for model endpoints (the console starts model servers on free loopback ports) and only the
+scheme's default port (80, 443) for tool endpoints, so a loopback service such as Redis is never a tool's
+upstream unless its port is listed. Nothing is resolved here: numeric spellings such as ``127.1`` or
 ``2130706433`` are simply not on the list.
 
 Plain Python, no Django: the caller passes the allow-list.
@@ -13,7 +19,10 @@ Plain Python, no Django: the caller passes the allow-list.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 from urllib.parse import urlsplit
+
+import idna
 
 ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_HOSTS = ("127.0.0.1", "localhost", "::1")  # loopback: the local model server and served checkpoints
@@ -24,8 +33,18 @@ class OutboundRefused(ValueError):
     """A request target (URL, endpoint, secret) that may not be used; the message says why, for people."""
 
 
-def _host(text: str) -> str:
-    return text.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
+def normalise_host(text: str) -> str:
+    """The form a host is compared in, the same for allow-list entries and URLs: lowercase, brackets off, one
+    trailing dot off (``localhost.`` is ``localhost``; ``localhost..`` is not), non-ASCII names in their IDNA
+    (UTS 46) ASCII form, as the HTTP client sends them. ``""`` for a name IDNA refuses."""
+    host = text.strip().lower().removeprefix("[").removesuffix("]")
+    host = host[:-1] if host.endswith(".") else host
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return ""
 
 
 def normalise_hosts(entries: Iterable[str]) -> frozenset[tuple[str, int | None]]:
@@ -49,15 +68,18 @@ def normalise_hosts(entries: Iterable[str]) -> frozenset[tuple[str, int | None]]
                 host = entry
         else:
             host = entry
-        out.add((_host(host), port))
+        out.add((normalise_host(host), port))
     return frozenset(out)
 
 
-def check_url(url: str, allowed_hosts: Iterable[str] | None) -> str:
+def check_url(url: str, allowed_hosts: Iterable[str] | None, *,
+              ports: Literal["any", "default"] = "any") -> str:
     """``url`` unchanged when it may be requested, else :class:`OutboundRefused` saying why.
 
     ``allowed_hosts=None`` checks the form only (scheme, no credentials, a host): the plain engine's own guard,
-    for callers that hold no allow-list. Every console path passes the administrators' list."""
+    for callers that hold no allow-list. Every console path passes the administrators' list. ``ports``: what an
+    entry without a port allows, ``any`` port (model endpoints) or only the scheme's ``default`` (tool
+    endpoints)."""
     if not isinstance(url, str) or not url:
         raise OutboundRefused("no URL given")
     if len(url) > MAX_URL_CHARS:
@@ -74,16 +96,22 @@ def check_url(url: str, allowed_hosts: Iterable[str] | None) -> str:
         raise OutboundRefused(f"only http and https URLs may be requested, not {scheme + ':' if scheme else url!r}")
     if "@" in parts.netloc or parts.username is not None or parts.password is not None:
         raise OutboundRefused("a URL may not carry a user name or password (keys are secrets, referenced by name)")
-    host = _host(parts.hostname or "")
-    if not host:
+    if not parts.hostname:
         raise OutboundRefused("the URL names no host")
+    host = normalise_host(parts.hostname)
+    if not host:
+        raise OutboundRefused(f"{parts.hostname!r} is not a valid host name")
     if parts.query or parts.fragment or "#" in url or "?" in url:
         raise OutboundRefused("a base URL has no query string or fragment")
     if allowed_hosts is None:
         return url
     allowed = normalise_hosts(allowed_hosts)
-    if (host, None) not in allowed and (host, port or (443 if scheme == "https" else 80)) not in allowed:
-        shown = f"{host}:{port}" if port else host
+    default_port = 443 if scheme == "https" else 80
+    effective = port or default_port
+    bare_ok = (host, None) in allowed and (ports == "any" or effective == default_port)
+    if not bare_ok and (host, effective) not in allowed:
+        shown = f"{host}:{effective}" if ports == "default" or port else host
         raise OutboundRefused(f"the host {shown} is not on the outbound allow-list (HAT_OUTBOUND_HOSTS, set by "
-                              f"the administrators)")
+                              f"the administrators" + (f"; for a tool endpoint an entry without a port allows "
+                                                       f"port {default_port} only)" if ports == "default" else ")"))
     return url

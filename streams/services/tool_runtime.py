@@ -10,6 +10,7 @@ this host cannot carry out, and which tools have no binding at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -26,9 +27,11 @@ from streams.tool_bindings.http import HttpEndpoint
 
 
 def _endpoints(value: Any) -> dict[str, HttpEndpoint]:
-    if isinstance(value, Mapping) and all(isinstance(v, HttpEndpoint) for v in value.values()):
-        return dict(value)
-    return parse_tool_endpoints(value)  # a test's override_settings may give the raw form
+    if not (isinstance(value, Mapping) and all(isinstance(v, HttpEndpoint) for v in value.values())):
+        value = parse_tool_endpoints(value)  # a test's override_settings may give the raw form
+    # Each call checks its endpoint's host and port against the outbound allow-list as this process reads it.
+    hosts = tuple(getattr(settings, "HAT_OUTBOUND_HOSTS", ()))
+    return {name: replace(ep, outbound_hosts=hosts) for name, ep in value.items()}
 
 
 def _servers(value: Any) -> dict[str, Any]:

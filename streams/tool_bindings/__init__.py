@@ -145,6 +145,10 @@ def binding_availability(manifest: Manifest, runtime: ToolRuntime) -> list[Field
                 problems.append(FieldError(path=f"{at}.method", message=f"the endpoint {endpoint.name!r} allows "
                                            f"{', '.join(endpoint.methods)}, not {b.method}"))  # type: ignore[union-attr]
             for name in endpoint.secret_names():
+            refused = endpoint.refusal()
+            if refused:
+                problems.append(FieldError(path=f"{at}.endpoint", message=f"the endpoint {endpoint.name!r} is "
+                                           f"refused: {refused}: a call gets the fault 'binding_unavailable'"))
                 if not runtime.secrets.get(name):
                     problems.append(FieldError(path=f"{at}.endpoint", message=f"the endpoint {endpoint.name!r} "
                                                f"needs the secret {name}, which is not set on this host"))

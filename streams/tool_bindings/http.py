@@ -20,7 +20,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -29,7 +29,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness_editor.schemas import argument_path_get
-from harness_editor.schemas.bindings import HttpBinding
+from harness_editor.schemas.bindings import HttpBinding, http_path_problem
+from streams.engine.outbound import OutboundRefused, check_url
 
 TEMPLATE_RE = re.compile(r"\{([^{}]*)\}")
 SECRET_RE = re.compile(r"\{secret:([A-Za-z0-9_.\-]+)\}")
@@ -42,7 +43,8 @@ _ERROR_TEXT_CHARS = 200
 @dataclass(frozen=True)
 class HttpEndpoint:
     """One entry of the administrator's allow-list. ``timeout_s``, ``max_response_bytes`` and ``max_retries`` are
-    ceilings: a binding asks for less or gets these."""
+    ceilings: a binding asks for less or gets these. ``outbound_hosts``: ``HAT_OUTBOUND_HOSTS`` as the caller read
+    it (``streams.services.tool_runtime``), checked before every call; None checks nothing (a test's endpoint)."""
 
     name: str
     base_url: str
@@ -51,9 +53,20 @@ class HttpEndpoint:
     timeout_s: float = 10.0
     max_response_bytes: int = 1_000_000
     max_retries: int = 2
+    outbound_hosts: tuple[str, ...] | None = None
 
     def secret_names(self) -> list[str]:
         return sorted({n for v in self.headers.values() for n in SECRET_RE.findall(v)})
+
+    def refusal(self) -> str | None:
+        """Why no call may go to this endpoint's host and port (not on the outbound allow-list), or None."""
+        if self.outbound_hosts is None:
+            return None
+        try:
+            check_url(self.base_url, self.outbound_hosts, ports="default")
+        except OutboundRefused as exc:
+            return str(exc)
+        return None
 
 
 # --- the allow-list ------------------------------------------------------------------------------------------
@@ -163,8 +176,9 @@ def _first_error(exc: ValidationError, prefix: str) -> str:
     return "; ".join(lines)
 
 
-def parse_tool_endpoints(value: Any) -> dict[str, HttpEndpoint]:
-    """``HAT_TOOL_ENDPOINTS`` -> name -> :class:`HttpEndpoint`. ``ValueError`` with every problem and its path."""
+def parse_tool_endpoints(value: Any, outbound_hosts: list[str] | None = None) -> dict[str, HttpEndpoint]:
+    """``HAT_TOOL_ENDPOINTS`` -> name -> :class:`HttpEndpoint`. ``ValueError`` with every problem and its path;
+    with ``outbound_hosts`` (start-up), a base URL whose host and port that list does not allow is one."""
     entries = load_allow_list(value, "HAT_TOOL_ENDPOINTS")
     out: dict[str, HttpEndpoint] = {}
     problems: list[str] = []
@@ -177,6 +191,10 @@ def parse_tool_endpoints(value: Any) -> dict[str, HttpEndpoint]:
         out[name] = HttpEndpoint(name=name, base_url=spec.base_url, methods=tuple(spec.methods),
                                  headers=dict(spec.headers), timeout_s=spec.timeout_s,
                                  max_response_bytes=spec.max_response_bytes, max_retries=spec.max_retries)
+        refused = (replace(out[name], outbound_hosts=tuple(outbound_hosts)).refusal()
+                   if outbound_hosts is not None else None)
+        if refused:
+            problems.append(f"HAT_TOOL_ENDPOINTS.{name}.base_url: {refused}")
     if problems:
         raise ValueError("; ".join(problems))
     return out
@@ -293,10 +311,12 @@ def build_request(endpoint: HttpEndpoint, binding: HttpBinding, arguments: Mappi
         path = "/" + path
     url = endpoint.base_url + path
     base, got = urlsplit(endpoint.base_url), urlsplit(url)
-    segments = got.path.split("/")
+    # A stored template from before the rule, or argument values that decode to '..', are refused here too.
+    problem = http_path_problem(path, filled=True)
     if ((got.scheme, got.netloc) != (base.scheme, base.netloc) or not got.path.startswith(base.path)
-            or ".." in segments or "." in segments or got.query or got.fragment):
-        raise _Fault("invalid_argument", f"the path template of {endpoint.name!r} leaves its base URL")
+            or problem or got.query or got.fragment):
+        raise _Fault("invalid_argument", f"the path of {endpoint.name!r} leaves its base URL"
+                     + (f": {problem}" if problem else ""))
     query: list[tuple[str, str]] = []
     for key, template in binding.query.items():
         names = template_paths(template)
@@ -315,6 +335,9 @@ def call_http(endpoint: HttpEndpoint, binding: HttpBinding, arguments: Mapping[s
     """Call the endpoint for one tool call; the result dict, or a fault dict (``error`` and ``code``)."""
     used: list[str] = []
     try:
+        refused = endpoint.refusal()
+        if refused:  # checked before anything is sent: no connection to a host or port the list does not allow
+            raise _Fault("binding_unavailable", f"the endpoint {endpoint.name!r} is refused: {refused}")
         if binding.method not in endpoint.methods:
             raise _Fault("binding_unavailable", f"the endpoint {endpoint.name!r} does not allow {binding.method}")
         headers, used = _resolve_headers(endpoint, secrets)

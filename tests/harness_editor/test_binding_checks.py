@@ -87,6 +87,26 @@ def test_http_path_stays_a_path(base, path, message):
     assert message in errors(data)[f"tools[{i}].binding.path"]
 
 
+@pytest.mark.parametrize("path", [
+    "/%2e%2e/outside", "/%2E%2E/outside", "/orders/%2e", "/a%2fb", "/a%2F..", "/x%5c..%5cy", "/%252e%252e/x",
+    "/%00", "/..;/admin", "/orders/.;x/y", "/orders/\uff0e\uff0e/x", "/orders/\u2025", "/%c0%ae%c0%ae/x",
+    "/orders/%zz",
+])
+def test_http_path_hides_no_way_out_of_the_base_url(base, path):
+    """An upstream (or its proxy) that decodes escapes, reads ';' parameters or folds Unicode must not be led out
+    of the endpoint's base path: these passed validation, and '/%2e%2e/outside' left the base path."""
+    data, i = with_tool(base, http(path=path))
+    message = errors(data)[f"tools[{i}].binding.path"]
+    assert "leave the endpoint's base URL" in message or "escape" in message, message
+
+
+def test_http_paths_that_stay_under_the_base_url_pass(base):
+    for path in ("/orders/{order.id}/lines", "/v1/items:search", "/files/report.v2.json", "/a%20b",
+                 "/orders/{order.id}.json", "/~x/-_!$&'()*+,="):
+        data, _ = with_tool(base, http(path=path))
+        assert parse_manifest(data).tools[-1].binding.path == path
+
+
 def test_http_result_must_be_a_json_path(base):
     data, i = with_tool(base, http(result="data..items[x]"))
     assert "is not a JSON path" in errors(data)[f"tools[{i}].binding.result"]

@@ -63,6 +63,35 @@ def test_host_entries_with_a_port_allow_that_port_only():
             check_url(url, allowed)
 
 
+def test_hosts_are_normalised_alike_on_both_sides():
+    """Case and one trailing dot are the same name on both sides; a second dot is another name (it was ignored);
+    an internationalised name matches its IDNA form, the name the HTTP client sends."""
+    assert check_url("http://LOCALHOST.:9/v1", ["Localhost."]) and check_url("http://localhost/v1", ["LOCALHOST."])
+    for url in ("http://localhost..:9/v1", "http://127.0.0.1..:9/v1"):
+        with pytest.raises(OutboundRefused, match="not on the outbound allow-list"):
+            check_url(url, LOOPBACK)
+    assert normalise_hosts(["BÜCHER.example.", "xn--bcher-kva.example"]) == {("xn--bcher-kva.example", None)}
+    assert check_url("http://xn--bcher-kva.example/v1", ["bücher.example"])
+    assert check_url("http://Bücher.example./v1", ["xn--bcher-kva.example"])
+    with pytest.raises(OutboundRefused):
+        check_url("http://bucher.example/v1", ["bücher.example"])
+
+
+def test_a_bare_host_allows_only_the_default_port_for_tool_endpoints():
+    """Tool endpoints: ``127.0.0.1`` once allowed every loopback port (a tool reached Redis on 6379); now it is port
+    80 (443 for https), a listed ``host:port`` its port. Model endpoints keep any port of a listed host: the
+    console starts model servers on free loopback ports."""
+    assert check_url("http://127.0.0.1/api", LOOPBACK, ports="default")
+    assert check_url("https://localhost./api", LOOPBACK, ports="default")
+    assert check_url("http://[::1]:80/api", LOOPBACK, ports="default")
+    for url in ("http://127.0.0.1:6379", "https://localhost:80/api", "http://[::1]:8011/api"):
+        with pytest.raises(OutboundRefused, match="not on the outbound allow-list .*allows port (80|443) only"):
+            check_url(url, LOOPBACK, ports="default")
+    assert check_url("http://127.0.0.1:9000/api", [*LOOPBACK, "127.0.0.1:9000"], ports="default")
+    for url in ("http://127.0.0.1:8011/v1", "http://127.0.0.1:6379/v1", "http://localhost.:41234/v1"):
+        assert check_url(url, LOOPBACK)  # the model endpoints' rule
+
+
 def test_form_only_check_without_an_allow_list():
     assert check_url("http://anything.example/v1", None)
     with pytest.raises(OutboundRefused):

@@ -4,6 +4,7 @@ answers, secrets (sent, never shown), and the allow-list settings."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -54,13 +55,23 @@ def test_path_template_result_path_and_secret_header(upstream):
 
 
 def test_path_values_are_url_encoded_and_stay_under_the_base_url(upstream):
-    call(upstream, binding(path="/orders/{id}", result="data.order"), {"id": "../a/b c?x=1#f"})
-    assert upstream.requests[-1]["path"] == "/api/orders/..%2Fa%2Fb%20c%3Fx%3D1%23f"
+    call(upstream, binding(path="/orders/{id}", result="data.order"), {"id": "a/b c?x=1#f..%"})
+    assert upstream.requests[-1]["path"] == "/api/orders/a%2Fb%20c%3Fx%3D1%23f..%25"
 
 
-def test_a_path_that_leaves_the_base_url_is_refused_without_a_request(upstream):
-    r = call(upstream, binding(path="/../admin"), {})
-    assert r["code"] == "invalid_argument" and "leaves its base URL" in r["error"]
+@pytest.mark.parametrize(("path", "args"), [
+    ("/../admin", {}),
+    ("/%2e%2e/outside", {}),  # a stored manifest from before the validation rule
+    ("/..;/admin", {}),
+    ("/orders/{id}", {"id": "../../admin"}),  # decoded by the upstream: /api/orders/../../admin
+    ("/orders/{id}", {"id": "..\\..\\admin"}),
+    ("/orders/{id}", {"id": "%2e%2e"}),  # decoded twice
+    ("/orders/{id}", {"id": ".."}),
+    ("/orders/{id}", {"id": "\uff0e\uff0e"}),
+])
+def test_a_path_that_leaves_the_base_url_is_refused_without_a_request(upstream, path, args):
+    r = call(upstream, binding(path=path), args)
+    assert r["code"] == "invalid_argument" and "leaves its base URL" in r["error"], r
     assert upstream.requests == []
 
 
@@ -197,6 +208,43 @@ def test_the_turn_deadline_bounds_the_call(upstream):
     assert r["code"] == "timeout" and time.monotonic() - t0 < 1.5
 
 
+def test_a_tool_endpoint_on_a_port_not_allowed_is_refused_without_connecting(settings):
+    """A bare loopback entry of HAT_OUTBOUND_HOSTS let a tool endpoint reach any loopback port (Redis's 6379);
+    for tool endpoints it now allows port 80 only, and the call never opens a connection."""
+    from streams.services.tool_runtime import tool_runtime_for
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        settings.HAT_OUTBOUND_HOSTS = ["127.0.0.1", "localhost", "::1"]
+        settings.HAT_TOOL_ENDPOINTS = {"cache": {"base_url": f"http://127.0.0.1:{port}", "timeout_s": 1}}
+        b = binding(endpoint="cache", path="/x", timeout_s=0.5)
+        r = call_http(tool_runtime_for().http_endpoints["cache"], b, {}, secrets={})
+        assert r["code"] == "binding_unavailable", r
+        assert f"127.0.0.1:{port} is not on the outbound allow-list" in r["error"]
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no connection was opened
+        # listed with its port, the same endpoint is called (and this silent socket times it out)
+        settings.HAT_OUTBOUND_HOSTS = ["localhost", f"127.0.0.1.:{port}"]
+        r = call_http(tool_runtime_for().http_endpoints["cache"], b, {}, secrets={})
+        assert r["code"] == "timeout", r
+        listener.accept()[0].close()
+    finally:
+        listener.close()
+
+
+def test_a_tool_endpoint_the_outbound_list_does_not_allow_stops_the_start(monkeypatch):
+    from console.config import load_settings
+
+    monkeypatch.setenv("HAT_TOOL_ENDPOINTS", '{"cache": {"base_url": "http://LOCALHOST.:6379"}}')
+    with pytest.raises(SystemExit, match=r"HAT_TOOL_ENDPOINTS\.cache\.base_url: the host localhost:6379 is not on "
+                                         r"the outbound allow-list"):
+        load_settings()
+    monkeypatch.setenv("HAT_OUTBOUND_HOSTS", '["localhost:6379"]')
+    assert parse_tool_endpoints(load_settings().tool_endpoints)["cache"].base_url == "http://LOCALHOST.:6379"
+
+
 def test_json_path():
     doc = {"data": {"items": [{"sku": "A"}, {"sku": "B", "tags": [["x", "y"]]}]}}
     assert json_path_get(doc, "data.items[1].sku") == (True, "B")
@@ -268,6 +316,7 @@ def test_a_bad_allow_list_stops_the_start_with_what_to_fix(monkeypatch):
     with pytest.raises(SystemExit, match=r"HAT_TOOL_ENDPOINTS\.orders\.base_url: .*http\(s\) URL"):
         load_settings()
     monkeypatch.setenv("HAT_TOOL_ENDPOINTS", '{"orders": {"base_url": "https://orders.example.com/v1"}}')
+    monkeypatch.setenv("HAT_OUTBOUND_HOSTS", '["orders.example.com"]')
     monkeypatch.setenv("HAT_MCP_SERVERS", '{"docs": {"transport": "carrier-pigeon"}}')
     with pytest.raises(SystemExit, match=r"HAT_MCP_SERVERS\.docs"):
         load_settings()

@@ -227,6 +227,10 @@ def test_tool_bindings_available_lists_unbound_and_unavailable(settings, foreign
     assert any("'cancel_order' has no binding" in m for m in messages)
     assert any("'orders' is not on this host's allow-list" in m for m in messages)
     assert any("MCP server 'docs'" in m for m in messages)
+    settings.HAT_TOOL_ENDPOINTS = {"orders": {"base_url": "http://127.0.0.1:6379"}}
+    messages = [e.message for e in tool_bindings_available(foreign_manifest)]
+    assert any("'orders' is refused: the host 127.0.0.1:6379 is not on the outbound allow-list" in m
+               for m in messages)
 
 
 @pytest.mark.django_db
@@ -240,6 +244,7 @@ def test_a_preview_turn_with_foreign_tools_and_scenario_fixtures(manager, settin
 
     settings.HAT_TOOL_ENDPOINTS = {"orders": {"base_url": upstream.base_url,
                                               "headers": {"Authorization": "Bearer {secret:ORDERS}"}}}
+    settings.HAT_OUTBOUND_HOSTS = [*settings.HAT_OUTBOUND_HOSTS, f"127.0.0.1:{upstream.port}"]
     monkeypatch.setenv("HAT_TOOL_SECRETS_ORDERS", SECRET)
     version = harness_services.harness_create(user=manager, slug="order-desk", name="Order desk",
                                               manifest=foreign_manifest)
