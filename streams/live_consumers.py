@@ -8,11 +8,12 @@ see :mod:`streams.live_views`), so these sockets are read-only.
 - ``ws/live/<uuid>/overlay/?token=<overlay token>[&after=<seq>]``: the subtitle overlay (streaming software, no
   login): a token of scope ``overlay`` for this session, not revoked (else 4403; checked again every
   ``ACCESS_CHECK_S`` seconds, so a revoked token stops the overlay); 4404 no such session. It gets only what
-  the overlay shows, stripped of everything else (no comments, viewers, tool results or hook details): the
-  streamed reply text, resets when a new model call or a tool call starts, the reply as spoken (``reply_spoken``:
-  a reply withheld because the avatar was muted, or rejected, never is), clears. In approve-before-speak mode
-  nothing of a reply reaches it before an operator approved it.
-  Without ``after`` it starts at the turn being spoken now (or at the end).
+  the overlay shows, stripped of everything else (no comments, viewers, tool results or hook details): the reply
+  as spoken (``reply_spoken``: text that passed the before-reply hooks, the turn's own or an operator's edit or
+  takeover; a reply withheld because the avatar was muted, pending approval, or rejected never is) and clears
+  (muted, session ended). Never a turn's streamed tokens: they are a draft the hooks may still refuse (a sentence
+  the relevance rule refused reached the subtitles before its fallback line); overlay.js types the spoken reply
+  out word by word instead. Without ``after`` it starts at the turn being spoken now (or at the end).
 """
 
 from __future__ import annotations
@@ -64,17 +65,13 @@ class LiveConsumer(StoredEventsConsumer):
                                                           "posted from the operator's page"})
 
 
-# what the overlay gets of each event type (None: nothing)
+# what the overlay gets of each event type (None: nothing). Only judged words: a token is the model's draft,
+# which a before-reply hook may refuse after it streamed (the operator's page shows it, marked unjudged).
 def _strip(kind: str, p: dict[str, Any]) -> dict[str, Any] | None:
-    if kind == "token":
-        return {"delta": p.get("delta", "")} if p.get("channel", "content") == "content" else None
-    if kind == "reply_spoken":  # the words said (the engine's own reply may still be withheld: muted, pending)
+    if kind == "reply_spoken":  # passed the hooks; the words said (the engine's own reply may be withheld: muted)
         return {"text": p.get("text", "")}
-    if kind == "approval_mode":
-        return {"on": bool(p.get("on"))}
-    if kind in ("turn_started", "model_request", "tool_call", "reply_pending", "reply_rejected", "muted",
-                "session_ended"):
-        return {}  # the line restarts or clears
+    if kind in ("muted", "session_ended"):
+        return {}  # the line clears
     return None
 
 
@@ -104,22 +101,15 @@ class OverlayConsumer(StoredEventsConsumer):
     async def start_after(self, after: int | None) -> int:
         if after is None:
             after = await database_sync_to_async(pages.live_overlay_start)(session_id=self.session_id)
-        after = max(after, 0)
-        # the approval mode as it was there: events after it replay every change in order
-        self.approval = await database_sync_to_async(pages.live_approval_at)(session_id=self.session_id, seq=after)
-        return after
+        return max(after, 0)
 
     def list_events(self, *, after: int, up_to: int | None, limit: int) -> list[dict[str, Any]]:
         return pages.live_event_list(session_id=self.session_id, after=after, up_to=up_to, limit=limit)
 
     def shown(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
-        for e in events:  # in seq order, each once: the approval mode follows the session's own events
+        for e in events:
             kind = e["type"]
-            if kind == "approval_mode":
-                self.approval = bool(e["payload"].get("on"))
-            elif self.approval and kind == "token":
-                continue  # not approved yet: an operator may still edit or reject it
             payload = _strip(kind, e.get("payload") or {})
             if payload is not None:
                 out.append({"seq": e["seq"], "turn_id": e["turn_id"], "type": kind, "payload": payload,

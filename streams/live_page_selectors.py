@@ -166,20 +166,6 @@ def live_overlay_start(*, session_id) -> int:
     return last_seq if ended else started["seq"] - 1
 
 
-def live_approval_at(*, session_id, seq: int) -> bool:
-    """Whether approve-before-speak was on just after event ``seq`` (the overlay's filter state where it starts):
-    the last ``approval_mode`` event up to it; before any, the opposite of the first one after it; with none, the
-    session's setting now."""
-    events = LiveEvent.objects.filter(session_id=session_id, type="approval_mode")
-    before = events.filter(seq__lte=seq).order_by("-seq").values_list("payload", flat=True).first()
-    if before is not None:
-        return bool(before.get("on"))
-    after = events.filter(seq__gt=seq).order_by("seq").values_list("payload", flat=True).first()
-    if after is not None:
-        return not after.get("on")
-    return bool(LiveSession.objects.filter(pk=session_id).values_list("approve_before_speak", flat=True).first())
-
-
 def live_overlay_token(*, session_id, secret: str) -> LiveToken | None:
     """The overlay token ``secret`` is, if it is one for this session and not revoked (None otherwise: a wrong
     secret, another session's, an ingest token and a revoked one are refused alike)."""
@@ -194,6 +180,6 @@ def live_overlay_tokens(*, session_id) -> QuerySet[LiveToken]:
             .select_related("created_by").order_by("-created_at"))
 
 
-__all__ = ["live_approval_at", "live_event_list", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
+__all__ = ["live_event_list", "live_overlay_start", "live_overlay_token", "live_overlay_tokens",
            "live_pending_replies", "live_queue", "live_session_log", "live_session_overview", "live_stream_start",
            "live_transcript"]

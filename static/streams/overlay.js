@@ -1,8 +1,9 @@
-// The subtitle overlay: what the avatar says, in large type, as it streams. Reads the overlay socket
-// (ws/live/<session>/overlay/?token=...; the server sends only what this page shows: no comments, no tool results,
-// nothing an operator has not approved in approve-before-speak mode). A new model call or a tool call restarts the
-// line; the reply as spoken (as the turn wrote it, or as an operator approved, edited or typed it) replaces it; it clears data-clear-s seconds after
-// the last words. Reconnects with the last seq it saw. No dependencies.
+// The subtitle overlay: what the avatar says, in large type. Reads the overlay socket (ws/live/<session>/overlay/
+// ?token=...; the server sends only what this page shows: no comments, no tool results, and of a reply only the
+// words said, after they passed the before-reply hooks and any approval: never the model's draft tokens, which a
+// hook may still refuse). The reply as spoken (as the turn wrote it, or as an operator approved, edited or typed
+// it) is typed out a word every WORD_MS from the moment it is said; it clears data-clear-s seconds after the last
+// words, or when the avatar is muted. Reconnects with the last seq it saw. No dependencies.
 (function () {
   "use strict";
   const root = document.getElementById("overlay");
@@ -10,10 +11,12 @@
   const line = document.getElementById("subtitle");
   const token = new URLSearchParams(location.search).get("token") || "";
   const clearMs = (+root.dataset.clearS || 8) * 1000;
-  let lastSeq = null, socket = null, retry = 0, timer = null, closedForGood = false;
-  const shown = []; // every line shown ({text, final}), for tests: what streamed, nothing unapproved
+  let lastSeq = null, socket = null, retry = 0, timer = null, typing = null, closedForGood = false;
+  const shown = []; // every line shown ({text, final}), for tests: what was typed out, nothing unjudged
+  // a 30-word reply is all up in about a second: ahead of the voice, yet it reads as streaming
+  const WORD_MS = 40;
 
-  // markup a model may stream before it is parsed out (a tool call written as text, reasoning tags)
+  // markup a reply may still hold (a tool call written as text, reasoning tags): never on the broadcast
   const visible = (text) => text.replace(/<(think|tool_call)>[\s\S]*?<\/\1>/g, "") // closed blocks
     .replace(/<(think|tool_call)>[\s\S]*$/, "") // one still open at the end
     .replace(/<\/?(think|tool_call)>/g, "") // a stray tag (the server dropped its pair as a special token)
@@ -22,35 +25,35 @@
     .replace(/\s+/g, " ").trim();
   function show(text, final) {
     clearTimeout(timer);
-    line.dataset.raw = text;
-    line.textContent = visible(text);
+    line.textContent = text;
     const prev = shown[shown.length - 1];
-    if (line.textContent && !(prev && prev.text === line.textContent && prev.final === final)) shown.push({ text: line.textContent, final: final });
-    root.dataset.state = line.textContent ? (final ? "final" : "streaming") : "idle";
-    if (final || !line.textContent) timer = setTimeout(clear, clearMs);
-    else timer = setTimeout(clear, clearMs * 3); // a stream that stalls does not hang on screen forever
+    if (text && !(prev && prev.text === text && prev.final === final)) shown.push({ text: text, final: final });
+    root.dataset.state = text ? (final ? "final" : "streaming") : "idle";
+    if (final || !text) timer = setTimeout(clear, clearMs);
+    else timer = setTimeout(clear, clearMs * 3); // a line that stops mid-way does not hang on screen forever
   }
-  function clear() { clearTimeout(timer); line.dataset.raw = ""; line.textContent = ""; root.dataset.state = "idle"; }
+  function clear() {
+    clearTimeout(timer); clearTimeout(typing); line.dataset.raw = ""; line.textContent = ""; root.dataset.state = "idle";
+  }
+  // the words said, a word at a time; a line said after it (an operator's takeover) replaces it at once
+  function say(text) {
+    clearTimeout(typing);
+    line.dataset.raw = text;
+    const words = visible(text).match(/\S+\s*/g) || [];
+    let n = 0;
+    (function step() {
+      n += 1;
+      const done = n >= words.length;
+      show(words.slice(0, n).join("").trim(), done);
+      if (!done) typing = setTimeout(step, WORD_MS);
+    })();
+  }
 
-  // what each turn's current model call streamed: a token continues its own turn's words, never a line another
-  // turn put up (an operator's takeover said while a turn streams); turns in flight when the avatar is muted stay
-  // silent (their reply is withheld)
-  const raws = {}, silenced = new Set();
   function render(ev) {
-    const p = ev.payload || {}, turn = ev.turn_id || "";
+    const p = ev.payload || {};
     switch (ev.type) {
-      case "turn_started": case "model_request": case "tool_call":
-        raws[turn] = ""; clear(); break;
-      case "muted":
-        for (const t of Object.keys(raws)) silenced.add(t);
-        clear(); break;
-      case "reply_pending": case "reply_rejected": case "session_ended": case "approval_mode":
-        delete raws[turn]; clear(); break;
-      case "token":
-        if (silenced.has(turn)) break;
-        raws[turn] = (raws[turn] || "") + p.delta;
-        show(raws[turn], false); break;
-      case "reply_spoken": delete raws[turn]; show(p.text || "", true); break;
+      case "reply_spoken": say(p.text || ""); break;
+      case "muted": case "session_ended": clear(); break;
       default: break;
     }
   }

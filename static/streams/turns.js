@@ -104,6 +104,10 @@
             s._text.data = s._raw.replace(/<think>\s*<\/think>\s*/g, "").replace(/^\s+/, "");
           }
           c.dataset.tokens = String((+c.dataset.tokens || 0) + 1);
+          // a draft until the reply is judged: the hooks may still refuse it (a live overlay never shows it)
+          if (!c.dataset.judged && !c.querySelector("[data-testid=unjudged]")) {
+            c.querySelector(".calls-box summary").append(" ", badge("draft", "unjudged draft: the hooks have not passed it", { "data-testid": "unjudged" }));
+          }
           break;
         }
         case "tool_call": { // the call on one line; its arguments in full when opened
@@ -146,6 +150,8 @@
           if (opts.onReply) parts.push(...(opts.onReply(c, ev) || []));
           c.querySelector(".final").replaceChildren(...parts);
           if (p.fallback) c.dataset.fallback = "1";
+          c.dataset.judged = "1";
+          for (const n of c.querySelectorAll("[data-testid=unjudged]")) n.remove();
           c.querySelector(".calls-box").open = false; // the reply says it: the streamed output folds
           break;
         }

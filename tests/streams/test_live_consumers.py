@@ -267,19 +267,22 @@ def test_overlay_gets_only_the_spoken_text(session, operator):
     last = _append(session.pk, turn_end_events(GOOD), turn)
     connected, _code, got = _overlay_received(session.pk, secret, after=0, until_seq=last)
     assert connected
-    types = [e["type"] for e in got]
-    assert set(types) <= {"turn_started", "model_request", "tool_call", "token", "reply", "reply_spoken"}
-    assert "comment_in" not in types and "tool_result" not in types and "hook_result" not in types
-    assert "".join(e["payload"]["delta"] for e in got if e["type"] == "token") == GOOD
-    assert [e["payload"] for e in got if e["type"] == "reply_spoken"] == [{"text": GOOD}]
-    assert all(set(e["payload"]) <= {"delta", "text", "on"} for e in got)
-    assert "secret viewer question" not in str(got) and "price_stock_qa" not in str(got)
-    # a new overlay starts at the end when no turn is in flight, and at the turn being spoken when one is
+    # the reply as spoken, nothing else of the turn: no comment, tool or hook, and no streamed token (a draft the
+    # hooks had not judged yet: tests/streams/test_live_overlay_judged.py)
+    assert [(e["type"], e["payload"]) for e in got] == [("reply_spoken", {"text": GOOD})]
+    # a new overlay starts at the end: what is said from now on, not the session's past
     assert _overlay_received(session.pk, secret, until_seq=None)[2] == []
-    _append(session.pk, turn_start_events(session, []), "t-now")
-    now = _append(session.pk, token_events("Hello there.")[:1], "t-now")
-    _c, _code, got = _overlay_received(session.pk, secret, until_seq=now)
-    assert got[0]["type"] == "turn_started" and got[0]["turn_id"] == "t-now"
+    _append(session.pk, turn_start_events(session, []) + token_events("Hello there."), "t-now")
+
+    async def now_said():
+        comm = live_communicator(session.pk, overlay_token=secret)
+        assert (await comm.connect(timeout=5))[0]
+        seq = await database_sync_to_async(_append)(session.pk, turn_end_events("Hello there."), "t-now")
+        got = await events_until(comm, lambda e: e["seq"] >= seq)
+        await comm.disconnect()
+        return got
+
+    assert [(e["turn_id"], e["payload"]) for e in asyncio.run(now_said())] == [("t-now", {"text": "Hello there."})]
 
 
 def test_overlay_in_approval_mode_shows_only_approved_text(session, operator):
@@ -306,7 +309,7 @@ def test_overlay_in_approval_mode_shows_only_approved_text(session, operator):
         assert GOOD not in text and "Rejected words." not in text  # never approved
         spoken = [e["payload"]["text"] for e in got if e["type"] == "reply_spoken"]
         assert spoken == ["Edited words.", "Free again."]
-        assert "".join(e["payload"]["delta"] for e in got if e["type"] == "token") == "Free again."
+        assert not [e for e in got if e["type"] == "token"]
 
 
 def test_a_revoked_overlay_is_closed_while_connected(session, operator, monkeypatch):
