@@ -17,6 +17,7 @@ import jsonschema
 
 from harness_editor.schemas.bindings import BindingParam
 from harness_editor.schemas.errors import _join, document_key
+from harness_editor.schemas.safe_schema import local_ref_target, schema_safety_problems
 
 # --- semantic pass -----------------------------------------------------------------------------------
 
@@ -222,10 +223,11 @@ def without_schema_lint() -> Iterator[None]:
 
 def tool_schema_problems(schema: dict[str, Any]) -> list[Problem]:
     """Every problem of a tool's parameters schema, each once, in document order: the meta-schema's errors
-    (deduplicated: its ``$dynamicRef`` reports one fault up to eight times) and :func:`_schema_lint`'s (not inside
-    :func:`without_schema_lint`). A list-form ``items`` is one problem, not the meta-schema's complaint per
-    element."""
-    lint = list(_schema_lint(schema, ())) if _LINT.get() else []
+    (deduplicated: its ``$dynamicRef`` reports one fault up to eight times), :func:`_schema_lint`'s and what would
+    make it unsafe to run (:func:`.safe_schema.schema_safety_problems`: remote references, patterns RE2 refuses,
+    reference cycles; neither inside :func:`without_schema_lint`: a stored schema is run safely instead). A
+    list-form ``items`` is one problem, not the meta-schema's complaint per element."""
+    lint = [*_schema_lint(schema, ()), *schema_safety_problems(schema)] if _LINT.get() else []
     list_items = {p for p, m in lint if m == LIST_ITEMS_MESSAGE}
     out: list[Problem] = []
     seen: set[Problem] = set()
@@ -298,23 +300,6 @@ def _digits_only(node: dict[str, Any]) -> bool:
         strings = [v for v in values if isinstance(v, str)]
         return bool(strings) and all(_DIGITS_RE.fullmatch(v) for v in strings)
     return False
-
-
-def local_ref_target(root: Any, ref: Any) -> Any:
-    """What a local ``$ref`` ("#/$defs/id", a JSON pointer into ``root``) points to, or None (the one reading of a
-    ``$ref`` for validation and the diff)."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return None
-    node: Any = root
-    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        elif isinstance(node, dict) and key in node:
-            node = node[key]
-        else:
-            return None
-    return node
 
 
 def _local_ref(root: dict[str, Any], ref: Any) -> dict[str, Any] | None:

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import jsonschema
-
 from harness_editor.schemas import (
     DEFAULT_FALLBACK_REPLY,  # noqa: F401 (the live room's line; kept importable here)
     BannedPhrasesHook,
@@ -46,6 +44,7 @@ from harness_editor.schemas import (
     ToolArgsHook,
     ViewerInputHook,
 )
+from harness_editor.schemas.safe_schema import ToolSchemaFault, check_arguments  # noqa: F401 (re-exported)
 from streams.engine.rules.base import Problem, TurnView, run_check
 from streams.engine.rules.claims import CLAIM_PATTERNS as _CLAIM_PATTERNS  # noqa: F401 (kept importable)
 from streams.engine.rules.claims import Claim, extract_claims  # noqa: F401
@@ -187,29 +186,11 @@ def check_viewer_input(hook: ViewerInputHook, comments: Sequence[dict[str, Any]]
 
 # --- tool arguments --------------------------------------------------------------------------------------
 
-_VALIDATORS: dict[int, tuple[Tool, Any]] = {}
-
-
-def _validator(tool: Tool) -> Any:
-    hit = _VALIDATORS.get(id(tool))
-    if hit is not None and hit[0] is tool:  # the cache holds the tool, so its id cannot be reused meanwhile
-        return hit[1]
-    if len(_VALIDATORS) > 512:
-        _VALIDATORS.clear()
-    v = jsonschema.Draft202012Validator(tool.parameters)
-    _VALIDATORS[id(tool)] = (tool, v)
-    return v
-
-
 def validate_arguments(tool: Tool, arguments: dict[str, Any], *, strict: bool = True) -> list[str]:
-    """JSON-Schema errors of a call's arguments ([] = valid). Not strict: unknown properties are tolerated."""
-    errors = []
-    for err in _validator(tool).iter_errors(arguments):
-        if not strict and err.validator == "additionalProperties":
-            continue
-        where = ".".join(str(p) for p in err.absolute_path)
-        errors.append(f"{where}: {err.message}" if where else err.message)
-    return errors
+    """JSON-Schema errors of a call's arguments ([] = valid). Not strict: unknown properties are tolerated. Local
+    references only, RE2 patterns, a time budget (:mod:`harness_editor.schemas.safe_schema`); a schema that cannot
+    be run raises :class:`ToolSchemaFault` (the caller refuses the call as a tool fault)."""
+    return check_arguments(tool.parameters, arguments, strict=strict)
 
 
 def check_tool_args(hook: ToolArgsHook, tool_name: str, errors: Sequence[str]) -> Verdict:

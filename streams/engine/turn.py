@@ -394,11 +394,15 @@ class _Turn:
                     error, code = f"unknown tool {name!r}; available tools: {known}", "unknown_tool"
                 else:
                     strict = all(h.strict for h in self.tool_args_hooks) if self.tool_args_hooks else True
-                    problems = H.validate_arguments(tool, call.arguments or {}, strict=strict)
-                    hook_verdicts = [H.check_tool_args(h, name, problems) for h in self.tool_args_hooks]
-                    if problems:
-                        error = "arguments do not match the tool schema: " + "; ".join(problems)
-                        code = "invalid_arguments"
+                    try:
+                        problems = H.validate_arguments(tool, call.arguments or {}, strict=strict)
+                    except H.ToolSchemaFault as fault:  # the harness's fault, not the model's: no hook verdict
+                        error, code = f"tool {name!r} cannot be used, its schema is at fault: {fault}", "schema_fault"
+                    else:
+                        hook_verdicts = [H.check_tool_args(h, name, problems) for h in self.tool_args_hooks]
+                        if problems:
+                            error = "arguments do not match the tool schema: " + "; ".join(problems)
+                            code = "invalid_arguments"
         if error is None and not allowed:
             error = (f"tool round limit ({self.m.constraints.max_tool_rounds}) reached: answer the viewer now "
                      "without calling tools")

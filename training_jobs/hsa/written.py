@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from harness_editor.schemas import Manifest
-from streams.engine.hooks import validate_arguments
+from streams.engine.hooks import ToolSchemaFault, validate_arguments
 from streams.reference_policy import tool_result_text
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, call_bound_tool
 from training_jobs.hsa.samples import (
@@ -82,7 +82,10 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
         if tool is None:
             raise WrittenTurnError(f"{at}.calls[{j}].tool", f"no tool {call.get('tool')!r} in the harness")
         args = dict(call.get("arguments") or {})
-        errors = validate_arguments(tool, args)  # what the tool_args hook would refuse
+        try:
+            errors = validate_arguments(tool, args)  # what the tool_args hook would refuse
+        except ToolSchemaFault as fault:
+            raise WrittenTurnError(f"{at}.calls[{j}].tool", f"{tool.name} cannot be used, its schema is at fault: {fault}") from None
         if errors:
             raise WrittenTurnError(f"{at}.calls[{j}].arguments", "; ".join(errors))
         result = call_bound_tool(tool, room_state, args, runtime)

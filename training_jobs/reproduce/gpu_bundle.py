@@ -104,6 +104,7 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("jsonschema-specifications", "2025.9.1"), ("referencing", "0.37.0"), ("rpds-py", "2026.9.1"),
     ("lm-eval", "0.4.13"), ("immutabledict", "4.3.1"), ("langdetect", "1.0.9"), ("nltk", "3.10.4"),
     ("defusedxml", "0.7.1"), ("peft", "0.21.2"), ("regex", "2026.11.19"), ("tokenizers", "0.23.3"),
+    ("google-re2", "1.1.20251105"),  # tool-schema patterns (harness_editor.schemas.safe_schema)
 )
 BUILT_HERE = frozenset({"langdetect"})  # sdist only on PyPI: a pure-Python wheel is built here
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
