@@ -85,6 +85,31 @@ def test_the_allow_list_takes_each_form_of_a_flag():
         "--tool-parser-plugin", "--reasoning-parser-plugin", "--trust-remote-code", "--api-key"})
 
 
+# The parser vLLM's OpenAI server builds (vllm.entrypoints.openai.api_server uses it), as option -> choices.
+_VLLM_OPTIONS = """
+import json
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = make_arg_parser(FlexibleArgumentParser())
+print(json.dumps({o: [str(c) for c in a.choices] if a.choices else None
+                  for a in parser._actions for o in a.option_strings}))
+"""
+
+
+@pytest.mark.skipif(not vllm_cpu.vllm_available(), reason="no .venv-vllm (make install makes it)")
+def test_every_allowed_flag_is_one_the_installed_vllm_takes():
+    import json
+    import subprocess
+
+    out = subprocess.run([vllm_cpu.vllm_python(), "-c", _VLLM_OPTIONS], capture_output=True, text=True, timeout=300,
+                         env=vllm_cpu.vllm_env(), check=True).stdout
+    options = json.loads(out.strip().splitlines()[-1])
+    for flag, rule in vllm_cpu.EXTRA_FLAGS.items():
+        assert flag in options, flag  # an upgrade that drops or renames a flag fails here, not at a launch
+        if rule.kind == "choice" and options[flag] is not None:
+            assert set(rule.choices) <= set(options[flag]), (flag, options[flag])
+
+
 # --- host and runtime adapters ----------------------------------------------------------------------------------
 
 @pytest.mark.django_db
@@ -109,13 +134,20 @@ def test_servers_listen_on_loopback_unless_an_administrator_allows_more(client, 
 
 
 @pytest.mark.django_db
-def test_only_managers_of_serving_reach_the_checks(client, operator, outsider, manager):
+def test_only_managers_of_serving_reach_the_checks(client, operator, outsider, manager, demo_model, sent):
+    ServeProfile.objects.create(name="wide", spec=EVERY_INTERFACE_LORA)
+    launch = {"profile": "wide", "model": str(demo_model.pk)}
+    assert client.get("/serving/").status_code == 302 and _create(client, EVERY_INTERFACE_LORA).status_code == 401
     for user in (operator, outsider, manager):
         client.force_login(user)
         assert _create(client, EVERY_INTERFACE_LORA).status_code == 403, user
         assert client.post("/serving/profiles/", {"name": "p", "spec": '{"kind": "vllm", "host": "0.0.0.0"}'}) \
             .status_code == 403, user
-    assert ServeProfile.objects.count() == 0
+        assert client.post("/api/serving/servers/", launch, content_type="application/json").status_code == 403
+        assert client.post("/serving/servers/", launch).status_code == 403, user
+    client.force_login(outsider)
+    assert client.get("/serving/").status_code == 403
+    assert ServeProfile.objects.count() == 1 and ServerInstance.objects.count() == 0 and sent == []
 
 
 # --- stored profiles that no longer pass --------------------------------------------------------------------------
