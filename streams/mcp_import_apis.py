@@ -42,7 +42,8 @@ class McpImportInputSerializer(serializers.Serializer):
                                   help_text="the remote tool names to import (default: every tool it lists)")
     on_conflict = serializers.ChoiceField(choices=services.ON_CONFLICT, default="rename",
                                           help_text="a name the harness already uses: rename (suffix _2), replace "
-                                                    "the harness's tool, or skip the imported one")
+                                                    "the harness's tool, skip the imported one, or error (400 "
+                                                    "naming each clash; nothing saved)")
     change_note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     dry_run = serializers.BooleanField(default=False, help_text="show the tools and changes; save nothing")
 
@@ -54,7 +55,7 @@ class ImportChangeSerializer(serializers.Serializer):
     path = serializers.CharField(help_text="into the listed tools that were chosen: tools[i].name, "
                                            "tools[i].inputSchema...; or into the manifest: tools[j]")
     kind = serializers.CharField(help_text="renamed, duplicate_name, type_mapped, dropped_key, defaulted, conflict, "
-                                           "...")
+                                           "unchanged (replace found the same tool), ...")
     message = serializers.CharField()
     tool = serializers.IntegerField(allow_null=True)
     remote = serializers.CharField(allow_null=True, help_text="the remote tool the change is about")

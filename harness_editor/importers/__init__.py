@@ -392,8 +392,10 @@ def _finish(draft: dict[str, Any], index: int, used: set[str], rec: Recorder, bi
     name_at = draft.get("_name_at", _join(f"[{index}]", "name"))
     name = tool_name_for(raw)
     if name != raw:
-        rec.add(name_at, "renamed", f"{raw!r} -> {name!r} (a tool name has only ASCII letters, digits, '_', '-', "
-                "starts with a letter or '_', at most 64 characters)")
+        foreign = "".join(dict.fromkeys(ch for ch in raw if not ch.isascii()))
+        what = f"the non-ASCII characters {foreign!r} replaced; " if foreign else ""
+        rec.add(name_at, "renamed", f"{raw!r} -> {name!r} ({what}a tool name has only ASCII letters, digits, '_', "
+                "'-', starts with a letter or '_', at most 64 characters)")
     if name in used or claims.get(name, index) != index:
         unique = _unique(name, used | {n for n, i in claims.items() if i != index})
         why = "is reserved for the built-in skill loader" if name == LOAD_SKILL_TOOL else "is already taken"

@@ -250,4 +250,6 @@ def _fix_required(out: dict[str, Any], req: tuple[list[str], list[str]], path: s
     if names:
         out["required"] = names
     else:
+        if given == [] and "required" in out:  # every change is reported, even one that means the same
+            rec.add(at, "dropped_key", "dropped an empty required list (the same as none: nothing is required)")
         out.pop("required", None)

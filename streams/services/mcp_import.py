@@ -34,7 +34,7 @@ from harness_editor.schemas.manifest import Tool
 from streams.services.tool_runtime import tool_runtime_for
 from streams.tool_bindings.mcp import McpFault, McpServer, list_mcp_tools
 
-ON_CONFLICT = ("rename", "replace", "skip")
+ON_CONFLICT = ("rename", "replace", "skip", "error")
 LIST_TIMEOUT_S = 15.0
 MAX_SELECTED = 500
 
@@ -147,14 +147,29 @@ def mcp_import_preview(*, user, version: HarnessVersion, server: str, select: li
                                                                   "tool": remote_name})
         manifest_data, conflicts = import_into_manifest(base, result, on_conflict=on_conflict)  # type: ignore[arg-type]
     except ToolImportError as exc:
+        # a clash's path is relative to the imported list ("[2].name"): the chosen tools, as other paths here
         raise ValidationFailed("the server's tools cannot be imported", errors=[
-            {"path": p or "tools", "message": m} for p, m in exc.errors]) from None
+            {"path": f"tools{p}" if p.startswith("[") else p or "tools", "message": m}
+            for p, m in exc.errors]) from None
     # what the draft gains: appended tools, and tools replaced by an import (a tool already there unchanged is not)
     before = [_normal(t) for t in base.get("tools", [])]
     tools = [t for t in manifest_data["tools"] if _normal(t) not in before]
     return McpImportPlan(server=server, remote=remote, chosen=[t["name"] for t in chosen], tools=tools,
-                         changes=[*result.changes, *conflicts],
+                         changes=[*result.changes, *_unchanged(conflicts, manifest_data["tools"], before)],
                          manifest_data=manifest_data)
+
+
+def _unchanged(conflicts: list[ImportChange], tools: list[dict[str, Any]], before: list[Any]) -> list[ImportChange]:
+    """The clashes, a tool "replaced" by the same tool again said as it is: unchanged, nothing replaced."""
+    out = []
+    for c in conflicts:
+        j = c.path[len("tools["):-1] if c.path.startswith("tools[") and c.path.endswith("]") else ""
+        if j.isdigit() and int(j) < len(before) and _normal(tools[int(j)]) == before[int(j)]:
+            name = tools[int(j)].get("name")
+            c = ImportChange(c.path, "unchanged", f"{name!r} is already in the harness as the server lists it "
+                             f"({c.path}): nothing to replace", c.tool)
+        out.append(c)
+    return out
 
 
 def mcp_import_save(*, user, version: HarnessVersion, server: str, select: list[str] | None = None,
@@ -163,8 +178,10 @@ def mcp_import_save(*, user, version: HarnessVersion, server: str, select: list[
     The new manifest is validated whole (``ManifestError``: nothing saved)."""
     plan = mcp_import_preview(user=user, version=version, server=server, select=select, on_conflict=on_conflict)
     if not plan.tools:
+        why = "as the server lists it: nothing to replace" if on_conflict == "replace" else "and skipped"
         raise ValidationFailed("nothing to import", errors=[
-            {"path": "tools", "message": "every chosen tool is already in the harness (on_conflict: skip)"}])
+            {"path": "tools", "message": f"every chosen tool is already in the harness {why} (on_conflict: "
+                                         f"{on_conflict})"}])
     manifest = parse_manifest(plan.manifest_data)
     note = (change_note or "").strip() or (
         f"Imported {len(plan.tools)} tool{'s' if len(plan.tools) != 1 else ''} from MCP server {server!r}")

@@ -22,7 +22,8 @@ Every failure is a tool fault the hooks understand, ``{"error": ..., "code": ...
 - ``binding_unavailable``: the server cannot be reached (not running, refused, command not found) or a secret it
   needs is not configured;
 - ``mcp_error``: the server answered with a protocol error (unknown tool, invalid arguments) or something that
-  is not MCP, or a result too large;
+  is not MCP (a stdio server writing other lines to its stdout: said at once, not waited out), or a result too
+  large;
 - ``tool_error``: the tool ran and reported an error (``isError``).
 
 Plain Python, no Django.
@@ -143,24 +144,67 @@ class _Scrubber:
 
 # --- the async core ---------------------------------------------------------------------------------------------
 
+_NOT_JSON_RPC = "Failed to parse JSONRPC message from server"
 
-def _stdio_client(server: McpServer, env: Mapping[str, str], timeout_s: float, errlog: Any):
+
+class _NoParseTracebacks(logging.Filter):
+    """The SDK logs a traceback for every stdout line of a stdio server that is not JSON-RPC; the fault
+    (:class:`ProtocolWatch`) says it once, with the line, so those records are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _NOT_JSON_RPC
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_NoParseTracebacks())
+
+
+class ProtocolWatch:
+    """Sees the stdout lines of a stdio server that are not JSON-RPC (the SDK hands them to the client's message
+    handler). The MCP stdio transport allows nothing else there (a banner or log lines on stdout): the first one
+    calls ``on_bad`` (the caller ends the connection) and :meth:`fault` says what the server wrote, instead of the
+    request waiting out its timeout."""
+
+    def __init__(self) -> None:
+        self.line: str | None = None
+        self.on_bad: Callable[[], None] | None = None
+
+    async def handler(self, message: Any) -> None:
+        if isinstance(message, Exception) and self.line is None:
+            errors = message.errors() if hasattr(message, "errors") else []
+            got = errors[0].get("input") if errors and isinstance(errors[0], dict) else None
+            self.line = " ".join(str(got if isinstance(got, str) else message).split())[:200]
+            if self.on_bad is not None:
+                self.on_bad()
+        import anyio
+
+        await anyio.lowlevel.checkpoint()
+
+    def fault(self, server: McpServer) -> McpFault:
+        return McpFault("mcp_error", f"MCP server {server.name!r} wrote output to stdout that is not an MCP "
+                                     f"message ({self.line!r}): a stdio server may write only JSON-RPC messages "
+                                     "there (logs belong on stderr)")
+
+
+def _stdio_client(server: McpServer, env: Mapping[str, str], timeout_s: float, errlog: Any,
+                  watch: ProtocolWatch | None = None):
     """An unentered SDK client that spawns the server's command (``env`` resolved, added to a minimal environment),
-    its stderr going to ``errlog`` (a real file)."""
+    its stderr going to ``errlog`` (a real file); ``watch`` sees what it writes to stdout that is not MCP."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]), env=dict(env))
-    return Client(stdio_client(params, errlog=errlog), mode="auto", read_timeout_seconds=timeout_s, cache=None)
+    return Client(stdio_client(params, errlog=errlog), mode="auto", read_timeout_seconds=timeout_s, cache=None,
+                  message_handler=watch.handler if watch is not None else None)
 
 
-def _client(server: McpServer, secrets: Mapping[str, str], timeout_s: float, errlog: Any):
+def _client(server: McpServer, secrets: Mapping[str, str], timeout_s: float, errlog: Any,
+            watch: ProtocolWatch | None = None):
     """An unentered SDK client for the server, and the secret values it carries."""
     from mcp import Client
 
     if server.transport == "stdio":
         env, used = _resolve(server.env, secrets, "env")
-        return _stdio_client(server, env, timeout_s, errlog), used
+        return _stdio_client(server, env, timeout_s, errlog, watch), used
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -198,19 +242,27 @@ async def _with_client(server: McpServer, secrets: Mapping[str, str], timeout_s:
     import anyio
 
     with _StderrTail() as errlog:
-        client, used = _client(server, secrets, timeout_s, errlog.file)
+        watch = ProtocolWatch()
+        client, used = _client(server, secrets, timeout_s, errlog.file, watch)
         scrub_into.extend(used)
         connected = False
         try:
             with anyio.fail_after(timeout_s):
-                async with client:
-                    connected = True
-                    return await use(client)
+                with anyio.CancelScope() as scope:
+                    watch.on_bad = scope.cancel  # a line that is not MCP ends the call now
+                    async with client:
+                        connected = True
+                        return await use(client)
+                raise watch.fault(server)
         except TimeoutError:
+            if watch.line is not None:
+                raise watch.fault(server) from None
             raise McpFault("timeout", f"MCP server {server.name!r} did not answer within {timeout_s:g} s") from None
         except McpFault:
             raise
         except BaseException as exc:  # noqa: BLE001 - sorted into faults below; KeyboardInterrupt etc. re-raised
+            if watch.line is not None and not isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise watch.fault(server) from None
             fault = _fault_from(exc, server, errlog.tail(), connected=connected)
             if fault is None:
                 raise

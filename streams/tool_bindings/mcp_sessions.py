@@ -12,7 +12,8 @@ left by the task that entered them); calls from other tasks share the connection
 starts a fresh pool in the child: the parent's sessions belong to the parent.
 
 A call that times out stops its server (it may be stuck; the next call starts a fresh one), and so does any error
-but an MCP error about the request itself. A server that died while idle is noticed by the next call, which gets a
+but an MCP error about the request itself, and a line on its stdout that is not MCP (:class:`ProtocolWatch`: the
+call fails at once, saying so). A server that died while idle is noticed by the next call, which gets a
 fault (``mcp_error``; the call after it starts a fresh server): a call is never retried, tools may not be
 idempotent.
 
@@ -34,6 +35,7 @@ from typing import Any
 from streams.tool_bindings.mcp import (
     McpFault,
     McpServer,
+    ProtocolWatch,
     _fault_from,
     _StderrTail,
     connection_lost,
@@ -51,9 +53,11 @@ CLOSE_WAIT_S = 10.0
 class _Session:
     """One running server: its client (entered by :meth:`own`), stderr file, and use."""
 
-    def __init__(self, client: Any, stderr: _StderrTail) -> None:
+    def __init__(self, client: Any, stderr: _StderrTail, watch: ProtocolWatch) -> None:
         self.client = client
         self.stderr = stderr
+        self.watch = watch
+        self.calls: set[asyncio.Task[Any]] = set()
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
         self.done = asyncio.Event()
@@ -74,6 +78,15 @@ class _Session:
         finally:
             self.ready.set()
             self.done.set()
+
+
+def _end(session: _Session) -> None:
+    """A line on the server's stdout that is not MCP: its calls fail now (with the watch's fault), and a server
+    still starting is stopped."""
+    if not session.entered and session.task is not None:
+        session.task.cancel()
+    for task in list(session.calls):
+        task.cancel()
 
 
 class _Pool:
@@ -113,7 +126,7 @@ class _Pool:
             del self.sessions[key]
         await self._stop(session)
 
-    async def session(self, key: Hashable, server: McpServer, make_client: Callable[[Any], Any],
+    async def session(self, key: Hashable, server: McpServer, make_client: Callable[[Any, ProtocolWatch], Any],
                       timeout_s: float) -> _Session:
         lock = self.opening.setdefault(key, asyncio.Lock())
         async with lock:
@@ -123,8 +136,10 @@ class _Pool:
             if current is not None:
                 await self.drop(key, current)
             stderr = _StderrTail().__enter__()
-            session = _Session(make_client(stderr.file), stderr)
+            watch = ProtocolWatch()
+            session = _Session(make_client(stderr.file, watch), stderr, watch)
             session.task = asyncio.create_task(session.own())
+            watch.on_bad = lambda: _end(session)
             try:
                 await asyncio.wait_for(session.ready.wait(), timeout_s)
             except TimeoutError:
@@ -135,6 +150,8 @@ class _Pool:
             if not session.entered:
                 tail = stderr.tail()
                 await self._stop(session)
+                if watch.line is not None:
+                    raise watch.fault(server)
                 fault = _fault_from(session.error or RuntimeError("did not start"), server, tail, connected=False)
                 if fault is None:
                     raise session.error or RuntimeError("did not start")
@@ -142,20 +159,29 @@ class _Pool:
             self.sessions[key] = session
             return session
 
-    async def call(self, key: Hashable, server: McpServer, make_client: Callable[[Any], Any],
+    async def call(self, key: Hashable, server: McpServer, make_client: Callable[[Any, ProtocolWatch], Any],
                    use: Callable[[Any], Coroutine[Any, Any, Any]], limit_s: float) -> Any:
         deadline = time.monotonic() + limit_s
         session = await self.session(key, server, make_client, limit_s)
         session.in_flight += 1
+        task = asyncio.current_task()
+        if task is not None:
+            session.calls.add(task)
         try:
             async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
                 return await use(session.client)
-        except TimeoutError:
-            await self.drop(key, session)
-            raise McpFault("timeout", f"MCP server {server.name!r} did not answer within {limit_s:g} s") from None
-        except McpFault:
-            raise
         except BaseException as exc:  # noqa: BLE001 - sorted into faults; KeyboardInterrupt etc. re-raised
+            if session.watch.line is not None and not isinstance(exc, KeyboardInterrupt | SystemExit):
+                if isinstance(exc, asyncio.CancelledError) and task is not None:
+                    task.uncancel()  # our own cancellation (_end), answered with the fault
+                await self.drop(key, session)
+                raise session.watch.fault(server) from None
+            if isinstance(exc, TimeoutError):
+                await self.drop(key, session)
+                raise McpFault("timeout", f"MCP server {server.name!r} did not answer within {limit_s:g} s"
+                               ) from None
+            if isinstance(exc, McpFault):
+                raise
             fault = _fault_from(exc, server, session.stderr.tail())
             if fault is None:
                 raise
@@ -163,6 +189,8 @@ class _Pool:
                 await self.drop(key, session)
             raise fault from None
         finally:
+            if task is not None:
+                session.calls.discard(task)
             session.in_flight -= 1
             session.last_used = time.monotonic()
 
@@ -201,8 +229,8 @@ def call_stdio(server: McpServer, env: dict[str, str], use: Callable[[Any], Coro
 
     key = (server.name, server.command, tuple(sorted(env.items())))
     pool = _pool()
-    return pool.submit(pool.call(key, server, lambda errlog: _stdio_client(server, env, limit_s, errlog), use,
-                                 limit_s), limit_s + 2 * CLOSE_WAIT_S)
+    return pool.submit(pool.call(key, server, lambda errlog, watch: _stdio_client(server, env, limit_s, errlog, watch),
+                                 use, limit_s), limit_s + 2 * CLOSE_WAIT_S)
 
 
 def running_stdio_servers() -> int:
