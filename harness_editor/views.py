@@ -32,7 +32,9 @@ from harness_editor.forms import DecisionForm, HarnessCreateForm, LabelMoveForm
 from harness_editor.lookups import harness_or_404, harness_version_or_404, version_or_404
 from harness_editor.models import Harness, HarnessVersion
 from harness_editor.render import render_prompt, render_skill_body
+from harness_editor.tool_availability import tool_warnings
 from harness_editor.schemas import FieldError, Manifest, ManifestError, manifest_to_yaml
+from harness_editor.schemas.tool_effects import manifest_tool_effects
 
 HISTORY_PAGE_SIZE = 50
 SUGGESTED_VERSIONS = 20  # version numbers offered as suggestions in forms (typing any number works)
@@ -306,6 +308,8 @@ def _render_version(request: HttpRequest, version: HarnessVersion, *, status: in
         "preview": prompt_preview(version.manifest),
         "diff": diff_context(selectors.version_diff(old=parent, new=version)) if parent else None,
         "parent": parent,
+        "tool_warnings": tool_warnings(version.manifest),  # what Try warns of: tools that answer with a fault here
+        "tool_effects": manifest_tool_effects(version.manifest),
     }
     context.update(review_views.review_context(request, version, parent, context["diff"], page="version"))
     return render(request, "harness_editor/version_detail.html", context, status=status)

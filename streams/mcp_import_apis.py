@@ -67,6 +67,14 @@ class ImportChangeSerializer(serializers.Serializer):
 class RemoteToolSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
+    annotations = serializers.JSONField(allow_null=True, help_text="its MCP hints as the manifest carries them "
+                                        "({title, read_only, destructive, idempotent, open_world}: what it stated)")
+    output_schema = serializers.BooleanField(help_text="it declares the JSON Schema of its result")
+    effect = serializers.ChoiceField(["read_only", "writes", "destructive", "unknown"],
+                                     help_text="what a call may do, read from the hints (unknown: none given; MCP's "
+                                               "default is that it may be destructive)")
+    effect_label = serializers.CharField()
+    effect_why = serializers.CharField()
 
     class Meta:
         ref_name = "McpRemoteTool"

@@ -33,7 +33,7 @@ def _page(request: HttpRequest, version: HarnessVersion, *, status: int = 200, *
     if plan is not None:
         tool_of = {t["binding"]["tool"]: t for t in plan.tools if isinstance(t.get("binding"), dict)}
         changes = plan.change_dicts()
-        context["rows"] = [{"remote": r, "tool": tool_of.get(r["name"]),
+        context["rows"] = [{"remote": r, "tool": tool_of.get(r["name"]), "hints": services.remote_hints(r),
                             "checked": context["selected"] is None or r["name"] in context["selected"],
                             "changes": [c for c in changes if c["remote"] == r["name"]]} for r in plan.remote]
         context["other_changes"] = [c for c in changes if c["remote"] is None]

@@ -1,5 +1,5 @@
 """Tools: added, removed, renamed (paired by likeness), and field by field — description, the parameter schema at
-any depth (:mod:`.schema`), the binding and the argument map."""
+any depth (:mod:`.schema`), the binding, the argument map, the annotations and the output schema."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from harness_editor.diff.matching import (
 from harness_editor.diff.schema import schema_changes
 from harness_editor.schemas import Manifest, Tool
 from harness_editor.schemas.bindings import binding_kind, binding_label
+from harness_editor.schemas.tool_effects import tool_effect
 
 # A renamed tool: score = weighted name, parameter-schema, binding and description likeness (see tool_similarity).
 TOOL_RENAME_THRESHOLD = 0.6
@@ -160,6 +161,30 @@ def _tool_fields(old: Tool, new: Tool) -> list[Change]:
                 after=new.argument_map,
             )
         )
+    return out + _hint_changes(old, new, key, path)
+
+
+def _hint_changes(old: Tool, new: Tool, key: str, path: str) -> list[Change]:
+    """Annotations (what the tool says it does: a reviewer must see a tool turn destructive, or stop saying it is
+    not) and the output schema. Neither changes what a call sends or gets: never breaking."""
+    out: list[Change] = []
+    before, after = old.annotations, new.annotations
+    if before != after:
+        b = before.model_dump(mode="json") if before else {}
+        a = after.model_dump(mode="json") if after else {}
+        was, now = tool_effect(old), tool_effect(new)
+        effect = f" (effect {was.label} → {now.label})" if was.effect != now.effect else ""
+        for field in dict.fromkeys([*b, *a]):
+            if b.get(field) != a.get(field):
+                out.append(Change(component="tool", kind="changed", key=key, path=f"{path}.annotations.{field}",
+                                  before=b.get(field), after=a.get(field),
+                                  summary=f"tool '{key}' annotation {field} {short(b.get(field))} → "
+                                          f"{short(a.get(field))}{effect}"))
+    if old.output_schema != new.output_schema:
+        what = ("added" if old.output_schema is None else "removed" if new.output_schema is None else "changed")
+        out.append(Change(component="tool", kind="changed", key=key, path=f"{path}.output_schema",
+                          before=old.output_schema, after=new.output_schema,
+                          summary=f"tool '{key}' output schema {what}"))
     return out
 
 

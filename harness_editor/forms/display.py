@@ -11,6 +11,7 @@ from harness_editor.forms.bindings import (
     UNBOUND,
     UNBOUND_WARNING,
     binding_field_help,
+    binding_from_state,
 )
 from harness_editor.forms.components import (
     _PATH_RE,
@@ -23,7 +24,9 @@ from harness_editor.forms.components import (
     hook_kind_help,
 )
 from harness_editor.forms.state import _rows
-from harness_editor.schemas import FieldError, InteractionConstraints
+from harness_editor.schemas import FieldError, InteractionConstraints, ManifestError, Tool, load_yaml
+from harness_editor.schemas.manifest import ToolAnnotations
+from harness_editor.schemas.tool_effects import ToolEffect, tool_effect
 from harness_editor.schemas.bindings import BUILTIN_BINDINGS as BINDINGS
 
 
@@ -53,6 +56,24 @@ def errors_by_field(component: str, errors: list[FieldError]) -> tuple[dict, lis
         else:
             rest.append(e)
     return placed, rest
+
+
+def row_effect(row: dict) -> ToolEffect:
+    """The effect of a tool row as its inputs stand: annotations and binding each where they parse (the row's
+    errors are shown beside their fields; the badge shows what the rest says)."""
+    annotations = None
+    if row.get("annotations", "").strip():
+        try:
+            annotations = ToolAnnotations.model_validate(load_yaml(row["annotations"]))
+        except (ManifestError, ValueError):
+            annotations = None
+    binding, errs = binding_from_state(row["binding"], row.get("binding_spec", ""), "")
+    tool = {"name": "t", "description": "d", "parameters": {}, "binding": None if errs else binding}
+    try:
+        parsed = Tool.model_validate(tool)
+    except ValueError:
+        parsed = Tool.model_validate({**tool, "binding": None})
+    return tool_effect(parsed.model_copy(update={"annotations": annotations}))
 
 
 def editor_view(component: str, state: Any, errors: list[FieldError], base: dict) -> dict:
@@ -95,6 +116,7 @@ def editor_view(component: str, state: Any, errors: list[FieldError], base: dict
             # An id that is not in the catalog (an old or mistyped one) stays selectable, so the page posts back
             # what the manifest holds and validation names it.
             r["unknown_binding"] = "" if b or choice.startswith("@") else choice
+            r["effect"] = row_effect(r["v"])
         view["unbound_warning"] = UNBOUND_WARNING
         view["import_sources"] = IMPORT_SOURCES
         view["import_on_conflict"] = IMPORT_ON_CONFLICT

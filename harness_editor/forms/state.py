@@ -52,7 +52,10 @@ def state_from_manifest(component: str, data: dict) -> Any:
     if component == "tools":
         return [{"name": t["name"], "description": t["description"],
                  "parameters": json.dumps(t["parameters"], indent=2, ensure_ascii=False),
-                 **binding_state(t.get("binding")), "argument_map": _yaml_block(t.get("argument_map"))}
+                 **binding_state(t.get("binding")), "argument_map": _yaml_block(t.get("argument_map")),
+                 "annotations": _yaml_block(t.get("annotations")),
+                 "output_schema": "" if t.get("output_schema") is None
+                 else json.dumps(t["output_schema"], indent=2, ensure_ascii=False)}
                 for t in data["tools"]]
     if component == "prompt":
         return {"layout": data["prompt"]["layout"],
@@ -86,7 +89,9 @@ def state_from_post(component: str, post: QueryDict) -> Any:
                  "description": _text(post, f"tools-{i}-description"),
                  "parameters": _text(post, f"tools-{i}-parameters"), "binding": post.get(f"tools-{i}-binding", ""),
                  "binding_spec": _text(post, f"tools-{i}-binding_spec"),
-                 "argument_map": _text(post, f"tools-{i}-argument_map")}
+                 "argument_map": _text(post, f"tools-{i}-argument_map"),
+                 "annotations": _text(post, f"tools-{i}-annotations"),
+                 "output_schema": _text(post, f"tools-{i}-output_schema")}
                 for i in _row_indices(post, "tools", "name")]
     if component == "prompt":
         return {"layout": post.get("layout", ""),
@@ -119,7 +124,8 @@ def _blank_row(component: str, hook_kind: str = "") -> dict:
     if component == "tools":
         return {"name": "", "description": "", "parameters": json.dumps(
             {"type": "object", "properties": {}, "additionalProperties": False}, indent=2),
-            "binding": next(iter(BINDINGS)), "binding_spec": "", "argument_map": ""}
+            "binding": next(iter(BINDINGS)), "binding_spec": "", "argument_map": "", "annotations": "",
+            "output_schema": ""}
     if component == "prompt":
         return {"id": "", "role": "custom", "title": "", "content": "", "items": ""}
     if component == "hooks":
@@ -176,9 +182,17 @@ def manifest_data_from_state(component: str, state: Any, base: dict) -> tuple[An
             errors += errs
             binding, errs = binding_from_state(r["binding"], r.get("binding_spec", ""), f"tools[{i}].binding")
             errors += errs
-            tools.append({"name": r["name"], "description": r["description"],
-                          "parameters": params if params is not None else {}, "binding": binding,
-                          "argument_map": amap if amap is not None else {}})
+            tool = {"name": r["name"], "description": r["description"],
+                    "parameters": params if params is not None else {}, "binding": binding,
+                    "argument_map": amap if amap is not None else {}}
+            # empty boxes: the tool says nothing (the keys stay out, so an unchanged tool keeps its bytes)
+            for key, loader in (("annotations", load_yaml), ("output_schema", load_json)):
+                if r.get(key, "").strip():
+                    value, errs = _load_sub(r[key], f"tools[{i}].{key}", loader)
+                    errors += errs
+                    if value is not None:
+                        tool[key] = value
+            tools.append(tool)
         data["tools"] = tools
     elif component == "prompt":
         data["prompt"] = {"layout": state["layout"], "blocks": [

@@ -18,7 +18,7 @@ given), valid for the harness: a name that :data:`~harness_editor.schemas.TOOL_N
 filled in, the parameters become a JSON Schema 2020-12 object schema (:mod:`.schema`, :mod:`.pytypes`). Each
 change is an :class:`ImportChange` (path into the input, kind, message). Kinds: ``renamed``, ``duplicate_name``,
 ``type_mapped``, ``unknown_type``, ``converted``, ``dropped_key``, ``defaulted``, ``truncated``, ``conflict``
-(:func:`import_into_manifest`). What cannot be imported at all raises :class:`ToolImportError` with every problem
+(:func:`import_into_manifest`), ``annotated`` (an MCP tool's hints and output schema carried: :mod:`.hints`). What cannot be imported at all raises :class:`ToolImportError` with every problem
 located; nothing is returned half-done.
 
 Plain Python, no Django.
@@ -41,6 +41,7 @@ from harness_editor.importers.functions import (
     split_signatures,
     typed_parameters,
 )
+from harness_editor.importers.hints import annotations_of, output_schema_of
 from harness_editor.importers.schema import (
     ImportChange,
     Recorder,
@@ -147,7 +148,8 @@ _KNOWN_KEYS: dict[str, frozenset[str]] = {
     "openai_inner": frozenset({"name", "description", "parameters"}),
     "openai_function": frozenset({"name", "description", "parameters", "binding", "argument_map"}),
     "anthropic": frozenset({"name", "description", "input_schema", "binding", "argument_map"}),
-    "mcp": frozenset({"name", "description", "inputSchema", "binding", "argument_map"}),
+    "mcp": frozenset({"name", "description", "inputSchema", "binding", "argument_map", "title", "annotations",
+                      "outputSchema"}),
     "plain": frozenset({"name", "description", "signature", *PARAM_KEYS, "binding", "argument_map"}),
 }
 
@@ -225,6 +227,9 @@ def _one(item: Any, kind: str, at: str, rec: Recorder) -> dict[str, Any] | None:
     else:
         key = {"anthropic": "input_schema", "mcp": "inputSchema"}.get(kind, "parameters")
         out["parameters"] = _parameters(body, key, _join(body_at, key), rec)
+    if kind == "mcp":  # what it says it does and answers (hints.py): carried, reported
+        out["annotations"] = annotations_of(body, body_at, rec)
+        out["output_schema"] = output_schema_of(body, body_at, rec)
     for key in ("binding", "argument_map"):
         if key in body:
             out[key] = body[key]
@@ -431,6 +436,9 @@ def _finish(draft: dict[str, Any], index: int, used: set[str], rec: Recorder, bi
         tool["binding"] = copy.deepcopy(binding)
     if draft.get("argument_map"):
         tool["argument_map"] = copy.deepcopy(draft["argument_map"])
+    for key in ("annotations", "output_schema"):
+        if draft.get(key) is not None:
+            tool[key] = draft[key]
     return tool
 
 

@@ -74,15 +74,35 @@ def argument_path_set(arguments: dict[str, Any], dotted: str, value: Any) -> Non
     node[parts[-1]] = value
 
 
+class ToolAnnotations(_Model):
+    """What a tool says about itself (MCP's tool annotations: ``readOnlyHint``, ``destructiveHint``,
+    ``idempotentHint``, ``openWorldHint``, ``title``). Each field is what was stated, None when nothing was: the
+    MCP defaults (not read-only, may be destructive, not idempotent, open world) are applied where the hints are
+    read (:func:`harness_editor.schemas.tool_effects.tool_effect`), so the manifest keeps the difference between
+    "says it is not destructive" and "says nothing". Hints from a server are claims, not guarantees: nothing here
+    makes a tool safe, it only decides what the console shows and asks. The model never sees them."""
+
+    title: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(default=None,
+                                                                              exclude_if=lambda v: v is None)
+    read_only: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    destructive: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    idempotent: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    open_world: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
 class Tool(_Model):
     """A JSON-Schema function exposed to the model, bound to an implementation (:mod:`.bindings`: a built-in id,
-    an open binding such as ``{kind: http, ...}``, or none: unbound)."""
+    an open binding such as ``{kind: http, ...}``, or none: unbound). ``annotations`` and ``output_schema`` (the
+    JSON Schema of its result) came later: declared last and left out of the dump when absent, so stored versions
+    keep their canonical JSON and content hash."""
 
     name: ToolName
     description: ToolDescription
     parameters: dict[str, Any]
     binding: ToolBinding = None
     argument_map: dict[str, str] = Field(default_factory=dict)
+    annotations: ToolAnnotations | None = Field(default=None, exclude_if=lambda v: v is None)
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 # --- hooks -------------------------------------------------------------------------------------------
@@ -203,6 +223,9 @@ class InteractionConstraints(_Model):
     # How many previous turns (viewer comments + the avatar's reply) the model sees; 0 = every turn stands
     # alone (a model trained on single turns, like the tiny demo model, is lost in a dialogue history).
     history_turns: int = Field(default=DEFAULT_HISTORY_TURNS, ge=0, le=50)
+    # In a live session, a call to a destructive tool (or one that does not say: MCP's default is "may be
+    # destructive") waits for an operator to approve or refuse it (streams.services.live_tool_approval).
+    destructive_tools_need_approval: bool = False
 
     @model_serializer(mode="wrap")
     def _omit_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -213,6 +236,8 @@ class InteractionConstraints(_Model):
             data.pop("turn_deadline_s", None)
         if self.history_turns == DEFAULT_HISTORY_TURNS:
             data.pop("history_turns", None)
+        if not self.destructive_tools_need_approval:
+            data.pop("destructive_tools_need_approval", None)
         return data
 
 

@@ -161,6 +161,7 @@ def _check_tool(t: Tool, i: int) -> list[FieldError]:
             )
         )
         schema_ok = False
+    errors += _output_schema_errors(t, at)
 
     if not isinstance(t.binding, str):
         # unbound (a warning: tool_warnings) or an open kind (its own checks: _check_open_binding)
@@ -214,6 +215,18 @@ def _check_tool(t: Tool, i: int) -> list[FieldError]:
                 )
             )
     return errors
+
+
+def _output_schema_errors(t: Tool, at: str) -> list[FieldError]:
+    """A tool's ``output_schema`` (the JSON Schema of its result) is held to what ``parameters`` is: JSON values,
+    the meta-schema and the lint. Any schema will do (MCP asks for an object schema; the result of an HTTP or a
+    built-in tool may be anything)."""
+    if t.output_schema is None:
+        return []
+    where = f"{at}.output_schema"
+    bad = list(_json_value_errors(t.output_schema, ()))
+    problems = bad or tool_schema_problems(t.output_schema)
+    return [FieldError(path=_path(parts, where), message=msg) for parts, msg in problems]
 
 
 def _duplicates(ids: Iterable[tuple[int, str]], what: str, path_fmt: str) -> list[FieldError]:

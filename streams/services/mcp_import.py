@@ -28,9 +28,12 @@ from harness_editor.importers import (
     import_into_manifest,
     import_tools,
 )
+from harness_editor.importers.hints import annotations_of
+from harness_editor.importers.schema import Recorder
 from harness_editor.models import HarnessVersion
 from harness_editor.schemas import parse_manifest
-from harness_editor.schemas.manifest import Tool
+from harness_editor.schemas.manifest import Tool, ToolAnnotations
+from harness_editor.schemas.tool_effects import tool_effect
 from streams.services.tool_runtime import tool_runtime_for
 from streams.tool_bindings.mcp import McpFault, McpServer, list_mcp_tools
 
@@ -66,8 +69,21 @@ class McpImportPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"server": self.server,
-                "remote": [{"name": t["name"], "description": t["description"]} for t in self.remote],
+                "remote": [{"name": t["name"], "description": t["description"], **remote_hints(t)}
+                           for t in self.remote],
                 "tools": self.tools, "changes": self.change_dicts()}
+
+
+def remote_hints(remote: dict[str, Any]) -> dict[str, Any]:
+    """What a listed tool says it does, as the report shows it: its annotations as the manifest would carry them,
+    whether it declares an output schema, and the effect the console reads from them (``unknown`` without hints:
+    MCP's default is that a tool may be destructive)."""
+    annotations = annotations_of(remote, "", Recorder())
+    effect = tool_effect(Tool.model_construct(name=remote["name"], description="", parameters={},
+                                              binding=None, argument_map={},
+                                              annotations=ToolAnnotations(**annotations) if annotations else None))
+    return {"annotations": annotations, "output_schema": remote.get("outputSchema") is not None,
+            "effect": effect.effect, "effect_label": effect.label, "effect_why": effect.why}
 
 
 def mcp_server_names() -> list[str]:

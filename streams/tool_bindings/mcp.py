@@ -464,9 +464,24 @@ def _sized(value: dict[str, Any], server: McpServer) -> dict[str, Any]:
 # --- the API ----------------------------------------------------------------------------------------------------
 
 
+def _tool_hints(tool: Any) -> dict[str, Any]:
+    """What a listed tool says beyond its input, in MCP's own keys (``title``, ``annotations``, ``outputSchema``),
+    each only when the server sent it: the importer carries them into the manifest and reports them."""
+    out: dict[str, Any] = {}
+    if isinstance(getattr(tool, "title", None), str):
+        out["title"] = tool.title
+    annotations = getattr(tool, "annotations", None)
+    if annotations is not None:
+        out["annotations"] = annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if getattr(tool, "output_schema", None) is not None:
+        out["outputSchema"] = dict(tool.output_schema)
+    return out
+
+
 def list_mcp_tools(server: McpServer, *, secrets: Mapping[str, str] | None = None,
                    timeout_s: float | None = None) -> list[dict[str, Any]]:
-    """Every tool the server lists (all pages): ``[{name, description, inputSchema}]``.
+    """Every tool the server lists (all pages): ``[{name, description, inputSchema}]``, with ``title``,
+    ``annotations`` and ``outputSchema`` where the server sends them.
 
     Raises :class:`McpFault` (``.code``, ``.message``, secrets scrubbed) when the server cannot be listed."""
     limit = _timeout(server, timeout_s)
@@ -479,7 +494,7 @@ def list_mcp_tools(server: McpServer, *, secrets: Mapping[str, str] | None = Non
             page = await client.list_tools(cursor=cursor)
             for tool in page.tools:
                 tools.append({"name": tool.name, "description": tool.description or "",
-                              "inputSchema": dict(tool.input_schema or {})})
+                              "inputSchema": dict(tool.input_schema or {}), **_tool_hints(tool)})
             cursor = page.next_cursor
             if not cursor:
                 break

@@ -108,8 +108,11 @@ def test_mcp_tools_list_and_its_json_rpc_answer():
     paths = {c.path: c.kind for c in r.changes}
     assert paths["tools[0].name"] == "renamed"
     assert paths['tools[0].inputSchema["$schema"]'] == "dropped_key"
-    for key in ("title", "outputSchema", "annotations"):
-        assert paths[f"tools[0].{key}"] == "dropped_key"
+    # carried, not dropped: the title and hints as annotations, the output schema (tests/harness_editor/
+    # test_tool_annotations.py has the details)
+    assert r.tools[0]["annotations"] == {"title": "Read file", "read_only": True}
+    assert r.tools[0]["output_schema"] == {"type": "object"}
+    assert paths["tools[0].annotations"] == paths["tools[0].outputSchema"] == "annotated"
     answer = {"jsonrpc": "2.0", "id": 1, "result": listing}
     assert import_tools(answer).tools == r.tools
 
@@ -117,7 +120,8 @@ def test_mcp_tools_list_and_its_json_rpc_answer():
 def test_mcp_title_becomes_the_description_when_there_is_none():
     r = import_tools([{"name": "x", "title": "Does x", "inputSchema": {"type": "object"}}])
     assert r.tools[0]["description"] == "Does x"
-    assert [c.kind for c in r.changes] == ["converted"]
+    assert [c.kind for c in r.changes] == ["converted", "annotated"]  # and kept as the display title
+    assert r.tools[0]["annotations"] == {"title": "Does x"}
 
 
 def test_plain_function_with_python_types_the_example_of_the_issue():

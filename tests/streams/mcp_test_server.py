@@ -3,7 +3,8 @@
 Run over stdio (``python mcp_test_server.py stdio``: what a stdio binding spawns) or streamable HTTP
 (``python mcp_test_server.py http --port N [--token T]``: the tests start it on a free port and stop it after).
 
-Its tools cover what a binding must handle: structured output (``orders.lookup``, ``orders.cancel``, and
+Its tools cover what a binding must handle: MCP tool annotations (``orders.lookup`` read-only with a title,
+``orders.cancel`` destructive, ``orders.create`` writes but destroys nothing, the rest say nothing), structured output (``orders.lookup``, ``orders.cancel``, and
 ``orders.create`` with nested models in its input schema), a JSON text answer (``orders.refund_status``), a
 plain-text answer with a name that is not a valid manifest tool name (``orders/track``), a tool that raises
 (``orders.fail``: an ``isError`` result), one that sleeps (``orders.slow``: timeouts), and ``debug.echo`` that
@@ -22,6 +23,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 ORDERS: dict[str, dict[str, Any]] = {
@@ -58,21 +60,28 @@ def build_server() -> MCPServer:
     server = MCPServer("orders-test", instructions="Order management for the MCP binding's tests.",
                        log_level="ERROR")
 
-    @server.tool(name="orders.lookup", description="Look up an order by its id: status, total and items.")
+    @server.tool(name="orders.lookup", description="Look up an order by its id: status, total and items.",
+                 title="Look up an order", annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def orders_lookup(order_id: str) -> Order:
         order = ORDERS.get(order_id)
         if order is None:
             raise ValueError(f"no order {order_id}")
         return Order(**{k: order[k] for k in ("order_id", "status", "total", "items")})
 
-    @server.tool(name="orders.cancel", description="Cancel an order that has not shipped yet.")
+    @server.tool(name="orders.cancel", description="Cancel an order that has not shipped yet.",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     def orders_cancel(order_id: str, reason: str = "customer request") -> Cancellation:
         order = ORDERS.get(order_id)
         if order is None:
             raise ValueError(f"no order {order_id}")
+        journal = os.environ.get("ORDERS_JOURNAL")  # a side effect a test can see: the cancellation happened
+        if journal:
+            with open(journal, "a", encoding="utf-8") as f:
+                f.write(f"cancel {order_id}\n")
         return Cancellation(order_id=order_id, cancelled=order["status"] != "shipped", reason=reason)
 
-    @server.tool(name="orders.create", description="Create an order for a customer (nested objects: $defs/$ref).")
+    @server.tool(name="orders.create", description="Create an order for a customer (nested objects: $defs/$ref).",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def orders_create(customer: Customer, items: list[Item], note: str | None = None) -> dict[str, Any]:
         return {"order_id": "A200", "customer": customer.id, "lines": sum(i.qty for i in items), "note": note}
 

@@ -63,7 +63,13 @@ def test_list_tools(server):
     assert lookup["inputSchema"]["type"] == "object"
     assert lookup["inputSchema"]["properties"]["order_id"]["type"] == "string"
     assert lookup["inputSchema"]["required"] == ["order_id"]
-    assert set(lookup) == {"name", "description", "inputSchema"}
+    # what it says beyond its input, in MCP's keys (the importer carries them into the manifest)
+    assert set(lookup) == {"name", "description", "inputSchema", "title", "annotations", "outputSchema"}
+    assert lookup["title"] == "Look up an order"
+    assert lookup["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert lookup["outputSchema"]["properties"]["status"]["type"] == "string"
+    track = next(t for t in tools if t["name"] == "orders/track")
+    assert set(track) == {"name", "description", "inputSchema"}  # says nothing: nothing is made up
 
 
 def test_call_structured_output(server):

@@ -93,7 +93,7 @@ def test_save_creates_a_draft_with_bound_tools(mcp_settings, manager, draft):
     assert event.data["tools"] == [{"name": "orders_lookup", "remote": "orders.lookup"},
                                    {"name": "orders_create", "remote": "orders.create"},
                                    {"name": "orders_track", "remote": "orders/track"}]
-    assert {c["kind"] for c in event.data["changes"]} == {"renamed"}
+    assert {c["kind"] for c in event.data["changes"]} == {"renamed", "annotated"}  # hints carried: reported
 
 
 def test_conflicts_rename_replace_skip(mcp_settings, manager, draft):
