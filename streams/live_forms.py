@@ -67,6 +67,12 @@ class ReplyDecisionForm(forms.Form):
                            help_text="edited text (empty: the reply as the model wrote it)")
 
 
+class ToolDecisionForm(forms.Form):
+    turn_id = forms.CharField(max_length=64)
+    call_id = forms.CharField(max_length=128)
+    approve = forms.BooleanField(required=False, help_text="checked: run the call; unchecked: refuse it")
+
+
 class CommentSkipForm(forms.Form):
     comment_id = forms.IntegerField(min_value=1, max_value=2**63 - 1)
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("<uuid:session_id>/approval/", views.live_approval, name="approval"),
     path("<uuid:session_id>/approve/", views.live_reply_approve, name="approve"),
     path("<uuid:session_id>/reject/", views.live_reply_reject, name="reject"),
+    path("<uuid:session_id>/tool-decide/", views.live_tool_decide, name="tool_decide"),
     path("<uuid:session_id>/takeover/", views.live_takeover, name="takeover"),
     path("<uuid:session_id>/skip/", views.live_comment_skip, name="skip"),
     path("<uuid:session_id>/pin/", views.live_pin, name="pin"),

@@ -32,7 +32,7 @@ from streams import live_page_selectors as pages
 from streams.models import LiveSession, LiveToken
 
 TRANSCRIPT_PER_PAGE = 50
-PANELS = ("state", "pending", "queue", "log", "tokens", "deployment")
+PANELS = ("state", "pending", "tool_calls", "queue", "log", "tokens", "deployment")
 
 
 def _session_or_404(session_id) -> LiveSession:
@@ -83,6 +83,7 @@ def _duration(session: LiveSession) -> str:
 def _panels(session: LiveSession) -> dict[str, Any]:
     return {"queue": pages.live_queue(session_id=session.pk),
             "pending": pages.live_pending_replies(session_id=session.pk),
+            "tool_calls": _tool_approval().pending_tool_calls(session_id=session.pk),
             "overlay_tokens": list(pages.live_overlay_tokens(session_id=session.pk)[:20]),
             "log": pages.live_session_log(session_id=session.pk)}
 
@@ -233,6 +234,12 @@ def _controls():
     return live_controls
 
 
+def _tool_approval():
+    from streams.services import live_tool_approval
+
+    return live_tool_approval
+
+
 @role_required(roles.RUN_LIVE)
 @require_POST
 def live_mute(request: HttpRequest, session_id) -> HttpResponse:
@@ -273,6 +280,19 @@ def live_reply_reject(request: HttpRequest, session_id) -> HttpResponse:
         return {"message": "rejected: nothing is said for this turn"}
 
     return _control(request, session_id, lf.ReplyDecisionForm, act)
+
+
+@role_required(roles.RUN_LIVE)
+@require_POST
+def live_tool_decide(request: HttpRequest, session_id) -> HttpResponse:
+    """A destructive tool's call held by a turn (destructive_tools_need_approval): run it or refuse it."""
+    def act(session, data):
+        out = _controls().live_tool_decide(user=request.user, session=session, turn_id=data["turn_id"],
+                                           call_id=data["call_id"], approve=data["approve"])
+        return {"message": f"{out['tool']}: " + ("approved, it runs now" if out["approved"]
+                                                 else "refused, it does not run (the model is told)")}
+
+    return _control(request, session_id, lf.ToolDecisionForm, act)
 
 
 @role_required(roles.RUN_LIVE)

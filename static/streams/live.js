@@ -41,6 +41,7 @@
     muted: ["state", "log"], approval_mode: ["state", "pending", "log"], product_pinned: ["state", "log"],
     version_changed: ["state", "log", "deployment"], fault: ["log"], failover: ["log"], breaker: ["log"], runner_resumed: ["log"],
     reply_pending: ["pending"], reply_spoken: ["pending", "log"], reply_rejected: ["pending", "log"],
+    tool_approval_pending: ["tool_calls"], tool_approval_decided: ["tool_calls"],
     session_started: ["log"], session_ended: ["state", "log"],
   };
 

@@ -454,6 +454,13 @@ class _Turn:
             self.rec(ToolResultEvent, call_id=call.id, name=name, binding=label, result=prepared,
                      error=prepared["error"])
             return json.dumps(prepared, ensure_ascii=False)
+        if self.tools.approval is not None:  # a live session may ask its operator first (ToolRuntime.approval)
+            refused = self.tools.approval(tool, call.id, call.arguments or {}, self.remaining)
+            if refused is not None:
+                self.rec(ToolResultEvent, call_id=call.id, name=name, binding=label, result=refused,
+                         error=refused["error"])
+                return json.dumps(refused, ensure_ascii=False)
+            start = time.perf_counter()  # the wait for the operator is not the tool's time
         outcome = apply_fault(find_fault(self.faults, name, label), prepared, name=name, sleep=self.capped_sleep)
         ms = (time.perf_counter() - start) * 1000
         self.tool_ms += ms

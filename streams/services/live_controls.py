@@ -6,6 +6,8 @@ session's event), and handing the session to a runner.
 - :func:`live_approval_mode` — approve-before-speak: each reply waits (``reply_pending``) for
   :func:`live_reply_approve` (as is, or edited: an edited text passes the output hooks again) or
   :func:`live_reply_reject`.
+- :func:`live_tool_decide` — approve or refuse a destructive tool's call that a turn holds
+  (``destructive_tools_need_approval``: :mod:`streams.services.live_tool_approval`).
 - :func:`live_takeover_say` — the operator speaks through the avatar: the text passes the SAME output hooks the
   turn engine judges replies by (those configured in the manifest in force, :func:`streams.engine.hooks.
   run_before_reply`), and is stored as ``reply_spoken`` {by: "human", operator}; a failing hook refuses it (400,
@@ -163,6 +165,35 @@ def live_reply_reject(*, user, session: LiveSession, turn_id: str) -> dict[str, 
         _audit(user, locked, "reply_rejected", from_state="pending", to_state="rejected",
                data={"turn_id": pending.turn_id})
         _wake(locked.pk)
+    return payload
+
+
+def live_tool_decide(*, user, session: LiveSession, turn_id: str, call_id: str, approve: bool) -> dict[str, Any]:
+    """Approve or refuse a tool call waiting in a turn (``destructive_tools_need_approval``: the turn waits for this;
+    :mod:`streams.services.live_tool_approval`). 404 when no such call waits, 409 once it was decided (by an
+    operator, or by the turn's deadline). Returns the decision's payload."""
+    from streams.services.live_tool_approval import DECIDED, PENDING, decision_of
+
+    _require_run(user)
+    turn_id, call_id = str(turn_id or "")[:64], str(call_id or "")[:128]
+    with transaction.atomic():
+        locked = _locked_live(session)
+        pending = next((e for e in LiveEvent.objects.filter(session=locked, turn_id=turn_id, type=PENDING)
+                        if e.payload.get("call_id") == call_id), None) if turn_id and call_id else None
+        if pending is None:
+            raise LiveEvent.DoesNotExist(f"no tool call {call_id!r} of turn {turn_id!r} waits for approval")
+        decided = decision_of(locked.pk, turn_id, call_id)
+        if decided is not None:
+            raise InvalidTransition(f"the call of {pending.payload.get('tool')} was already decided "
+                                    f"({'approved' if decided.get('approved') else 'refused'} by {decided.get('by')})")
+        payload = {"call_id": call_id, "tool": pending.payload.get("tool", ""), "approved": bool(approve),
+                   "by": user.get_username()}
+        live_event_append(session_id=locked.pk, turn_id=turn_id, type=DECIDED, payload=payload)
+        _audit(user, locked, "tool_approved" if approve else "tool_refused", from_state="pending",
+               to_state="approved" if approve else "refused",
+               data={"turn_id": turn_id, "call_id": call_id, "tool": payload["tool"],
+                     "arguments": pending.payload.get("arguments")})
+        _wake(locked.pk)  # the turn waits on the runner's nudge
     return payload
 
 

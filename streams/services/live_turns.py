@@ -38,6 +38,7 @@ from streams.live import handling as rules
 from streams.live.schemas import handling_from
 from streams.models import LiveComment, LiveEvent, LiveSession
 from streams.services.live_events import live_event_append
+from streams.services.live_tool_approval import gated_runtime
 from streams.services.tool_runtime import tool_runtime_for
 from streams.services.turns import TurnRecorder, room_changes, room_changes_apply, turn_run_recorded
 
@@ -309,7 +310,8 @@ def live_turn_run(*, session_id, runner: str, turn_id: str, backends: Backends):
     try:
         result = turn_run_recorded(append=append, turn_id=turn_id, manifest=version.manifest, room=work,
                                    comments=turn_comments, history=history, backend=backend, recorder=recorder,
-                                   tools=tool_runtime_for())
+                                   tools=gated_runtime(tool_runtime_for(), version.manifest, session.pk, turn_id,
+                                                       emit=recorder.side_event))
     except Exception as exc:
         with transaction.atomic():
             closed = _comments_close(session.pk, [c.pk for c in comments], LiveComment.Status.EXPIRED,

@@ -30,12 +30,16 @@ class ToolRuntime:
     ``http_endpoints``: allow-list name -> :class:`streams.tool_bindings.http.HttpEndpoint`;
     ``mcp_servers``: allow-list name -> :class:`streams.tool_bindings.mcp.McpServer`;
     ``fixtures``: manifest tool name -> fixture cases (a scenario's own, tried before the manifest's);
-    ``secrets``: secret name -> value, resolved from settings / the environment (never from a manifest)."""
+    ``secrets``: secret name -> value, resolved from settings / the environment (never from a manifest);
+    ``approval``: asked before a bound call runs, ``(tool, call id, arguments, seconds left in the turn) -> None``
+    (go ahead) or a tool fault (the call does not run): a live session's operator approval of destructive tools
+    (:mod:`streams.services.live_tool_approval`); None everywhere else (previews, evaluation, RL)."""
 
     http_endpoints: Mapping[str, Any] = field(default_factory=dict)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     fixtures: Mapping[str, list[Any]] = field(default_factory=dict)
     secrets: Mapping[str, str] = field(default_factory=dict)
+    approval: Callable[[Tool, str, Mapping[str, Any], Callable[[], float]], dict[str, Any] | None] | None = None
 
 
 EMPTY_RUNTIME = ToolRuntime()
@@ -141,14 +145,14 @@ def binding_availability(manifest: Manifest, runtime: ToolRuntime) -> list[Field
                                            "this host's allow-list (HAT_TOOL_ENDPOINTS): a call gets the fault "
                                            "'binding_unavailable'"))
                 continue
-            if b.method not in endpoint.methods:  # type: ignore[union-attr]
-                problems.append(FieldError(path=f"{at}.method", message=f"the endpoint {endpoint.name!r} allows "
-                                           f"{', '.join(endpoint.methods)}, not {b.method}"))  # type: ignore[union-attr]
-            for name in endpoint.secret_names():
             refused = endpoint.refusal()
             if refused:
                 problems.append(FieldError(path=f"{at}.endpoint", message=f"the endpoint {endpoint.name!r} is "
                                            f"refused: {refused}: a call gets the fault 'binding_unavailable'"))
+            if b.method not in endpoint.methods:  # type: ignore[union-attr]
+                problems.append(FieldError(path=f"{at}.method", message=f"the endpoint {endpoint.name!r} allows "
+                                           f"{', '.join(endpoint.methods)}, not {b.method}"))  # type: ignore[union-attr]
+            for name in endpoint.secret_names():
                 if not runtime.secrets.get(name):
                     problems.append(FieldError(path=f"{at}.endpoint", message=f"the endpoint {endpoint.name!r} "
                                                f"needs the secret {name}, which is not set on this host"))
