@@ -237,6 +237,9 @@ HAT_HOME_SECTIONS = ["streams.home_sections.live_sessions", "training_jobs.home_
 # What a label move reaches (harness_editor.label_impact: deployments, live sessions, rooms), for the registry's
 # confirmation pages; named here so the registry imports nothing from the runtime. '' = not reported.
 HAT_LABEL_IMPACT = "streams.label_impact.label_impact"
+# Which tools of a version answer with a fault on this host (harness_editor.tool_availability: the version page
+# shows what Try shows), named here for the same reason. '' = not shown.
+HAT_TOOL_AVAILABILITY = "streams.services.tool_runtime.tool_bindings_available"
 
 # E-mail (notifications): console.config email_* and console_url (HAT_EMAIL_BACKEND, HAT_EMAIL_HOST, ...).
 EMAIL_BACKEND = ENV.email_backend
