@@ -26,6 +26,7 @@ candidate final reply):
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -74,6 +75,7 @@ except ImportError:  # pragma: no cover - regex ships with transformers; without
     _regex = None
 
 REGEX_TIMEOUT_S = 0.05
+VIEWER_INPUT_BUDGET_S = 0.25  # every blocked pattern over every comment of a turn, together
 REGEX_INPUT_CAP = 2000  # characters a blocked pattern may look at (hook.max_chars is at most 2000)
 _RE_ONLY_INPUT_CAP = 300  # without `regex`, a shorter cap bounds (but cannot stop) catastrophic backtracking
 
@@ -158,25 +160,34 @@ def _compile(pattern: str) -> Any:
     return re.compile(pattern)
 
 
-def pattern_search(pattern: str, text: str) -> bool | None:
+def pattern_search(pattern: str, text: str, timeout_s: float = REGEX_TIMEOUT_S) -> bool | None:
     """True/False, or None when the pattern ran out of time (treated as a match by the hook: fail closed)."""
     compiled = _compile(pattern)
     if _regex is not None and isinstance(compiled, _regex.Pattern):
         try:
-            return compiled.search(text[:REGEX_INPUT_CAP], timeout=REGEX_TIMEOUT_S) is not None
+            return compiled.search(text[:REGEX_INPUT_CAP], timeout=max(timeout_s, 0.001)) is not None
         except TimeoutError:
             return None
     return compiled.search(text[:_RE_ONLY_INPUT_CAP]) is not None
 
 
 def check_viewer_input(hook: ViewerInputHook, comments: Sequence[dict[str, Any]]) -> Verdict:
+    """Length and blocked patterns of each comment. The comments are anyone's text and the patterns a harness's:
+    each match is timed out and the whole check has :data:`VIEWER_INPUT_BUDGET_S`, after which it fails closed
+    (a harness with many slow patterns cannot stall the interactive worker)."""
     problems: list[str] = []
+    deadline = time.monotonic() + VIEWER_INPUT_BUDGET_S
     for i, c in enumerate(comments):
         text = str(c.get("text") or "")
         if len(text) > hook.max_chars:
             problems.append(f"comment {i} has {len(text)} characters (max {hook.max_chars})")
         for pattern in hook.blocked_patterns:
-            found = pattern_search(pattern, text)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                problems.append(f"comment {i}: the blocked patterns ran out of time "
+                                f"({VIEWER_INPUT_BUDGET_S * 1000:.0f} ms for the turn's comments)")
+                return _verdict(hook, "viewer_input", False, "; ".join(problems))
+            found = pattern_search(pattern, text, min(REGEX_TIMEOUT_S, left))
             if found is None:
                 problems.append(f"comment {i}: pattern {pattern!r} timed out")
             elif found:

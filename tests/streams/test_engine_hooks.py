@@ -194,3 +194,14 @@ def test_disabled_hooks_do_not_run(engine_manifest):
     assert [v.hook_id for v in verdicts] == [H.CONSTRAINTS_HOOK_ID, H.QUALITY_HOOK_ID, H.RELEVANCE_HOOK_ID,
                                              H.LANGUAGE_HOOK_ID, H.TONE_HOOK_ID]
     assert all(v.passed for v in verdicts)
+
+
+def test_many_slow_blocked_patterns_cannot_stall_the_turn():
+    """Each catastrophic pattern times out at 50 ms; 100 of them on one comment took 5 s of the interactive worker.
+    The whole check now has a budget and fails closed when it is spent."""
+    hook = ViewerInputHook(id="vi", kind="viewer_input", message=MSG,
+                           blocked_patterns=[f"^(a|aa)+{i}?$" for i in range(100)])
+    start = time.monotonic()
+    v = H.check_viewer_input(hook, [{"text": "a" * 40 + "!"}])
+    assert time.monotonic() - start < H.VIEWER_INPUT_BUDGET_S + 0.2
+    assert not v.passed and "ran out of time" in v.detail
