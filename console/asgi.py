@@ -9,6 +9,10 @@ django_asgi_app = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
+from console.log_filters import redact_server_log_tokens  # noqa: E402
+
+redact_server_log_tokens()  # overlay and ingest ?token= values stay out of uvicorn's access log
+
 from console.latency_tuning import (  # noqa: E402
     freeze_startup_heap,
     log_gc_pauses,

@@ -9,7 +9,12 @@ For the platform a session's comments come from (no console user):
   no such session, 409 once it ended; 202 with what became of each comment, after they are stored.
 - ``POST live/sessions/<id>/webhook``, HMAC-signed with the session's webhook key (headers ``X-Hat-Timestamp``:
   Unix seconds, ``X-Hat-Signature``: ``sha256=`` + hex HMAC-SHA256(key, timestamp + "." + raw body)); 401 for a
-  missing, stale (more than 300 s off) or wrong signature. The body is read only once the signature holds.
+  missing, stale (more than 300 s off) or wrong signature, 409 for a signed request taken before (a replay inside
+  the window), 415 for a body that is not JSON. The body is parsed only once the signature holds.
+
+Past the token's or the session's limit of new comments a minute (``handling.per_token_per_minute``,
+``per_session_per_minute``) a request is refused whole: 429 with ``Retry-After`` (and ``retry_after_s``, ``limit``
+in the body), nothing stored.
 
 A body is one comment (``{"id", "viewer_id", "viewer", "text", "ts"}``) or a batch (``{"comments": [...]}``, at
 most 100); a bad one is a 400 naming each problem's path (``comments[2].text``) and nothing of it is stored.
@@ -18,6 +23,7 @@ most 100); a bad one is a 400 naming each problem's path (``comments[2].text``) 
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
+from django.http.request import RawPostDataException
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -33,10 +39,13 @@ from console.errors import ValidationFailed
 from streams import live_selectors as selectors
 from streams.live.schemas import MAX_BATCH, IngestInvalid, parse_ingest
 from streams.models import Deployment, LiveRoom, LiveSession, LiveToken
+from streams.services import live_ingest_guards as guards
 from streams.services import live_sessions as services
 
 TAG = "live sessions"
 INGEST_TAG = "live ingest"
+RETRY_AFTER = OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[429],
+                               description="seconds until the refused request fits the limit")
 
 
 def _session(session_id) -> LiveSession:
@@ -44,6 +53,12 @@ def _session(session_id) -> LiveSession:
         return selectors.live_session_get(session_id=session_id)
     except LiveSession.DoesNotExist:
         raise exceptions.NotFound(f"no live session {session_id}") from None
+
+
+def _refused(exc: guards.IngestLimited) -> Response:
+    """429 with Retry-After: answered, not raised, so the refusal's count on the session is kept."""
+    return Response(guards.refusal_message(exc), status=status.HTTP_429_TOO_MANY_REQUESTS,
+                    headers={"Retry-After": exc.retry_after_header})
 
 
 def _invalid(exc: IngestInvalid) -> ValidationFailed:
@@ -173,6 +188,14 @@ class IngestResultSerializer(serializers.Serializer):
         ref_name = "LiveIngestResult"
 
 
+class RefusedSerializer(ErrorSerializer):
+    limit = serializers.ChoiceField(choices=["token", "session"], help_text="whose limit of new comments a minute")
+    retry_after_s = serializers.FloatField(help_text="seconds until the request fits (also the Retry-After header)")
+
+    class Meta:
+        ref_name = "LiveIngestRefused"
+
+
 class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField()
@@ -205,6 +228,8 @@ class SessionDetailSerializer(SessionSerializer):
                                      help_text="comments per status")
     runner_id = serializers.CharField()
     runner_beat_at = serializers.DateTimeField(allow_null=True)
+    comments_refused = serializers.IntegerField(help_text="comments the per-token and per-session limits refused "
+                                                          "(not stored; the sender was told to retry)")
 
     class Meta:
         ref_name = "LiveSessionDetail"
@@ -258,7 +283,8 @@ class SessionListApi(ApiView):
                                                       "(times real speed, up to 1000), \"seed\"; others: {}")
         handling = serializers.JSONField(required=False, default=dict,
                                          help_text="batch_window_s, max_comments_per_turn, per_viewer_per_minute, "
-                                                   "max_age_s, max_chars (streams.live.schemas.CommentHandling)")
+                                                   "per_token_per_minute, per_session_per_minute, max_age_s, "
+                                                   "max_chars (streams.live.schemas.CommentHandling)")
 
         class Meta:
             ref_name = "LiveSessionStartInput"
@@ -382,15 +408,17 @@ class CommentIngestApi(APIView):
     permission_classes = [HasLiveToken]
 
     @extend_schema(tags=[INGEST_TAG], operation_id="live_comments_ingest", request=CommentBatchSerializer,
-                   auth=[{"liveToken": []}],
+                   auth=[{"liveToken": []}], parameters=[RETRY_AFTER],
                    description="Viewer comments in: one comment object, or {\"comments\": [...]}. Each is stored "
                                "before this answers, with what became of it: queued, duplicate (its id came "
                                "before), rate_limited (the viewer sends too fast), filtered (the viewer-input hook "
                                "of the harness in force, or too long). 401 without a known token; 403 for a "
                                "revoked one, one of another session or not of scope 'ingest'; 409 once the session "
-                               "ended.",
+                               "ended; 429 with Retry-After past the token's or the session's limit of new comments "
+                               "a minute (nothing of the request stored: send it again then).",
                    responses={202: IngestResultSerializer, 400: ErrorSerializer, 401: ErrorSerializer,
-                              403: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer})
+                              403: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer,
+                              429: RefusedSerializer})
     def post(self, request, session_id):
         session = _session(session_id)
         services.live_token_check(request.auth, session_id=session.pk, scope=LiveToken.Scope.INGEST)
@@ -398,7 +426,11 @@ class CommentIngestApi(APIView):
             comments = parse_ingest(request.data)
         except IngestInvalid as exc:
             raise _invalid(exc) from None
-        results = services.live_comments_ingest(session=session, comments=comments, source="api")
+        try:
+            results = services.live_comments_ingest(session=session, comments=comments, source="api",
+                                                    token=request.auth)
+        except guards.IngestLimited as exc:
+            return _refused(exc)
         return Response({"results": results}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -412,21 +444,33 @@ class WebhookApi(APIView):
                                         description="Unix seconds when the request was signed (within 300 s)"),
                        OpenApiParameter("X-Hat-Signature", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                                         description="sha256=<hex HMAC-SHA256(webhook key, timestamp + '.' + raw "
-                                                    "body)>")],
+                                                    "body)>"), RETRY_AFTER],
                    description="A platform pushes comments, signed with the session's webhook key (given once when "
                                "the session started with feed 'webhook'). 401 for a missing, stale or wrong "
-                               "signature (nothing is read then), 404 for a session without a webhook feed; "
-                               "otherwise as POST .../comments.",
+                               "signature (nothing is read then), 404 for a session without a webhook feed, 409 "
+                               "(code 'replayed') for a signed request taken before (each is taken once inside the "
+                               "300 s window: sign a retry again), 415 for a body that is not JSON; otherwise as "
+                               "POST .../comments (429 past the session's limit).",
                    responses={202: IngestResultSerializer, 400: ErrorSerializer, 401: ErrorSerializer,
-                              404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer})
+                              404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer,
+                              415: ErrorSerializer, 429: RefusedSerializer})
     def post(self, request, session_id):
         session = _session(session_id)
         if session.feed != LiveSession.Feed.WEBHOOK or not session.webhook_secret:
             raise exceptions.NotFound("this live session takes no webhook")
-        body = request.body  # the raw bytes, as signed (413 past DATA_UPLOAD_MAX_MEMORY_SIZE)
-        services.webhook_signature_check(secret=session.webhook_secret, body=body,
-                                         timestamp=request.headers.get("X-Hat-Timestamp"),
-                                         signature=request.headers.get("X-Hat-Signature"))
+        media_type = (request.content_type or "").split(";")[0].strip().lower()
+        if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+            # a form or multipart body is parsed by the middleware (console.middleware): its raw bytes, which
+            # the signature covers, are gone, so it can never verify
+            raise exceptions.UnsupportedMediaType(media_type, detail="the webhook takes a JSON body "
+                                                                     "(Content-Type: application/json)")
+        try:
+            body = request.body  # the raw bytes, as signed (413 past DATA_UPLOAD_MAX_MEMORY_SIZE)
+        except RawPostDataException:
+            raise exceptions.UnsupportedMediaType(media_type, detail="the webhook takes a JSON body") from None
+        timestamp, signature = request.headers.get("X-Hat-Timestamp"), request.headers.get("X-Hat-Signature")
+        services.webhook_signature_check(secret=session.webhook_secret, body=body, timestamp=timestamp,
+                                         signature=signature)
         try:
             data = jsonsafe.loads(body.decode("utf-8"))
         except jsonsafe.JsonRejected as exc:
@@ -438,7 +482,11 @@ class WebhookApi(APIView):
             comments = parse_ingest(data)
         except IngestInvalid as exc:
             raise _invalid(exc) from None
-        results = services.live_comments_ingest(session=session, comments=comments, source="webhook")
+        try:
+            results = services.live_comments_ingest(session=session, comments=comments, source="webhook",
+                                                    signed=(signature.strip(), int(timestamp)))
+        except guards.IngestLimited as exc:
+            return _refused(exc)
         return Response({"results": results}, status=status.HTTP_202_ACCEPTED)
 
 

@@ -8,8 +8,10 @@ revoked one, one of another scope or session, 4404 no such session, 4409 the ses
 Each frame is one comment or a batch (``{"comments": [...]}``), as the REST ingest takes them. After the comments
 are stored the socket answers one ``{"type": "ack", "index", "external_id", "comment_id", "status", "reason",
 "priority"}`` per comment, in order; a bad frame gets ``{"type": "error", "message", "errors": [{"path",
-"message"}]}``, nothing of it is stored, and the socket stays open. A token revoked while connected is refused at
-its next frame (4403), a session that ended closes with 4409.
+"message"}]}``, nothing of it is stored, and the socket stays open. A frame past the token's or the session's limit of
+new comments a minute gets ``{"type": "refused", "message", "code": "rate_limited", "limit", "retry_after_s",
+"errors": []}``: nothing of it is stored, send it again after ``retry_after_s``. A token revoked while connected is
+refused at its next frame (4403), a session that ended closes with 4409.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from streams import live_selectors as selectors
 from streams.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from streams.live.schemas import IngestInvalid, parse_ingest
 from streams.models import LiveSession, LiveToken
+from streams.services import live_ingest_guards as guards
 from streams.services import live_sessions as services
 
 logger = logging.getLogger(__name__)
@@ -62,14 +65,17 @@ def _admit(secret: str, session_id) -> tuple[int | None, LiveSession | None, Liv
     return None, session, token
 
 
-def _ingest(token_id, session: LiveSession, comments) -> tuple[int | None, list[dict[str, Any]] | str]:
-    """(close code or None, the acks or an error message). The token is read again: one revoked meanwhile is
-    refused from its next frame on."""
+def _ingest(token_id, session: LiveSession, comments) -> tuple[int | None, list[dict[str, Any]] | dict | str]:
+    """(close code or None, the acks, a refusal frame or an error message). The token is read again: one revoked
+    meanwhile is refused from its next frame on."""
     token = LiveToken.objects.filter(pk=token_id).first()
     if token is None or token.revoked_at is not None:
         return CLOSE_FORBIDDEN, "this token was revoked"
     try:
-        return None, services.live_comments_ingest(session=session, comments=comments, source="ws")
+        return None, services.live_comments_ingest(session=session, comments=comments, source="ws", token=token)
+    except guards.IngestLimited as exc:
+        return None, {"type": "refused", "message": exc.message, "code": exc.code, "limit": exc.limit,
+                      "retry_after_s": round(exc.retry_after_s, 3), "errors": []}
     except DomainError as exc:
         return (CLOSE_ENDED if exc.status_code == 409 else None), exc.message
     except Exception:  # the database is away: nothing was stored or acknowledged, the platform sends it again
@@ -98,6 +104,9 @@ class LiveIngestConsumer(SafeJsonWebsocketConsumer):
                                   "errors": [{"path": e.path, "message": e.message} for e in exc.errors]})
             return
         code, out = await database_sync_to_async(_ingest)(self.token_id, self.session, comments)
+        if isinstance(out, dict):  # past the token's or the session's limit: nothing stored, the socket stays open
+            await self.send_json(out)
+            return
         if isinstance(out, str):
             await self.send_json({"type": "error", "message": out, "errors": []})
             if code is not None:

@@ -198,6 +198,9 @@ class LiveSession(models.Model):
                                          blank=True, related_name="+")
     webhook_secret = models.CharField(max_length=80, blank=True,
                                       help_text="HMAC-SHA256 key of the webhook feed (shown once to the operator)")
+    comments_refused = models.PositiveBigIntegerField(
+        default=0, help_text="comments the per-token and per-session ingest limits refused (never stored: the "
+                             "sender was told to retry)")
 
     class Meta:
         ordering = ["-started_at"]
@@ -233,11 +236,17 @@ class LiveComment(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     reason = models.CharField(max_length=200, blank=True)
     turn_id = models.CharField(max_length=64, blank=True)
+    token = models.ForeignKey("streams.LiveToken", on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+", db_index=False, help_text="the ingest token it came with (REST, "
+                                                                          "WebSocket): its per-token limit")
 
     class Meta:
         ordering = ["session", "id"]
         constraints = [models.UniqueConstraint(fields=["session", "external_id"], name="live_comment_dedupe")]
-        indexes = [models.Index(fields=["session", "status", "-priority", "id"], name="live_comment_queue")]
+        # the queue; the last minute of a session and of a token (the ingest limits count them)
+        indexes = [models.Index(fields=["session", "status", "-priority", "id"], name="live_comment_queue"),
+                   models.Index(fields=["session", "received_at"], name="live_comment_recent"),
+                   models.Index(fields=["token", "received_at"], name="live_comment_token_recent")]
 
     def __str__(self) -> str:
         return f"{self.viewer}: {self.text[:40]}"
@@ -255,6 +264,22 @@ class LiveEvent(StoredEvent):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.type}"
+
+
+class LiveWebhookReceipt(models.Model):
+    """A signed webhook request taken: its signature is kept while its timestamp is inside the signature window,
+    so the same signed request sent again (a replay) is refused instead of stored twice."""
+
+    session = models.ForeignKey(LiveSession, on_delete=models.CASCADE, related_name="+")
+    signature = models.CharField(max_length=80, help_text="the X-Hat-Signature taken (sha256=<hex>)")
+    expires_at = models.DateTimeField(help_text="its timestamp plus the window: refused as stale from then on")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "signature"], name="live_webhook_once")]
+        indexes = [models.Index(fields=["session", "expires_at"], name="live_webhook_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.signature[:19]}… ({self.session_id})"
 
 
 class LiveToken(models.Model):
@@ -290,4 +315,4 @@ class LiveToken(models.Model):
 
 
 __all__ = ["Deployment", "DeploymentRevision", "LiveComment", "LiveEvent", "LiveSession", "LiveToken",
-           "ServeProfile", "ServerInstance"]
+           "LiveWebhookReceipt", "ServeProfile", "ServerInstance"]

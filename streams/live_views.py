@@ -29,6 +29,7 @@ from console.errors import DomainError, InvalidTransition, ValidationFailed
 from console.views import role_required
 from streams import live_forms as lf
 from streams import live_page_selectors as pages
+from streams.live_selectors import live_comment_counts
 from streams.models import LiveSession, LiveToken
 
 TRANSCRIPT_PER_PAGE = 50
@@ -82,6 +83,8 @@ def _duration(session: LiveSession) -> str:
 
 def _panels(session: LiveSession) -> dict[str, Any]:
     return {"queue": pages.live_queue(session_id=session.pk),
+            # what never got an answer: expired in the queue, refused by the ingest limits (never stored)
+            "comment_counts": {**live_comment_counts(session_id=session.pk), "refused": session.comments_refused},
             "pending": pages.live_pending_replies(session_id=session.pk),
             "tool_calls": _tool_approval().pending_tool_calls(session_id=session.pk),
             "overlay_tokens": list(pages.live_overlay_tokens(session_id=session.pk)[:20]),

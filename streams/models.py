@@ -384,6 +384,7 @@ class PreviewEvent(StoredEvent):
 
 
 from streams.live_models import (  # noqa: E402,F401  (serving, deployments and live sessions: their own module)
-    Deployment, DeploymentRevision, LiveComment, LiveEvent, LiveSession, LiveToken, ServeProfile, ServerInstance)
+    Deployment, DeploymentRevision, LiveComment, LiveEvent, LiveSession, LiveToken, LiveWebhookReceipt, ServeProfile,
+    ServerInstance)
 
 from streams.replay_models import SessionReplay, SessionReplayTurn  # noqa: E402,F401  (session replays: their own module)

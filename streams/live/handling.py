@@ -8,7 +8,7 @@ sending too fast, and which comments the next turn answers. Plain Python, no Dja
   (:func:`streams.engine.rules.intent.comment_topics`, :func:`streams.engine.rules.entities.find_mentions`), the
   same reading the relevance hook judges replies by.
 - :func:`dedupe_keys` — the key a comment is stored under when the platform sends no id of its own.
-- :func:`rate_limit` — the per-viewer limit (a sliding minute).
+- :func:`rate_limit` — the per-viewer, per-token and per-session limits (a sliding minute).
 - :func:`next_batch` — the comments the next turn answers: priority, then arrival; too old ones expire; the
   batching window waits for more after the first queued comment, never longer.
 """
@@ -124,13 +124,17 @@ class RateDecision:
     retry_after_s: float = 0.0
 
 
-def rate_limit(recent: Sequence[float], now: float, per_minute: int) -> RateDecision:
-    """``recent``: when this viewer's counted comments arrived (epoch seconds). Allowed while fewer than
-    ``per_minute`` of them fall in the last 60 s; otherwise, how long until the oldest of those leaves it."""
-    inside = sorted(t for t in recent if now - 60.0 < t <= now)
-    if len(inside) < per_minute:
+def rate_limit(recent: Sequence[float], now: float, per_minute: int, wanted: int = 1) -> RateDecision:
+    """``recent``: when the counted comments (of a viewer, a token, a session) arrived (epoch seconds). ``wanted``
+    more are allowed while they and those of the last 60 s are at most ``per_minute``; otherwise, how long until
+    enough of those leave the window (never, for more than ``per_minute`` at once: a minute is reported)."""
+    inside = sorted(t for t in recent if t > now - 60.0)  # one stored by a host whose clock runs ahead counts too
+    over = len(inside) + wanted - per_minute
+    if over <= 0:
         return RateDecision(True)
-    return RateDecision(False, round(inside[-per_minute] + 60.0 - now, 3))
+    if wanted > per_minute:
+        return RateDecision(False, 60.0)
+    return RateDecision(False, round(inside[over - 1] + 60.0 - now, 3))
 
 
 # --- the next batch ----------------------------------------------------------------------------------------------

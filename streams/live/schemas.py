@@ -1,8 +1,9 @@
 """What a live session's comment handling is set to, and what a comment sent to the ingest looks like.
 
 - :class:`CommentHandling` is stored in ``LiveSession.handling`` (defaults fill what an operator leaves out): the
-  batching window, comments per turn, the per-viewer rate limit, the oldest comment still worth answering and the
-  longest one accepted. Every field is bounded, so no setting can stall a session or flood a turn.
+  batching window, comments per turn, the per-viewer, per-token and per-session rate limits, the oldest comment still
+  worth answering and the longest one accepted. Every field is bounded, so no setting can stall a session or flood a
+  turn.
 - :class:`IncomingComment` is one viewer comment as a platform, the REST API, the ingest WebSocket or the webhook
   sends it; :func:`parse_ingest` takes one comment or a batch (``{"comments": [...]}``) and reports every problem
   with its path (``comments[2].text``), so a bad batch is refused as a whole and nothing of it is stored.
@@ -39,6 +40,16 @@ class CommentHandling(BaseModel):
         default=6, ge=1, le=120,
         description="A viewer's comments beyond this many in the last 60 s are stored as rate_limited and not "
                     "answered (a viewer spamming cannot take the queue over).")
+    per_token_per_minute: int = Field(
+        default=120, ge=MAX_BATCH, le=6000,
+        description="At most this many new comments a minute through one ingest token (REST or WebSocket); a "
+                    "request that would go past it is refused whole (HTTP 429 with Retry-After, a 'refused' frame "
+                    "on the socket) and nothing of it is stored. At least one full batch.")
+    per_session_per_minute: int = Field(
+        default=240, ge=MAX_BATCH, le=12000,
+        description="At most this many new comments a minute into the session from every platform together "
+                    "(tokens and the webhook; the replay feed is the operator's own and not limited). About five "
+                    "times what a turn every few seconds answers: beyond that comments only queue to expire.")
     max_age_s: float = Field(
         default=60.0, ge=5.0, le=3600.0,
         description="A queued comment older than this when its turn would come is expired instead of answered "

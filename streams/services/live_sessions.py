@@ -8,7 +8,8 @@
   ``comment_in`` event, in one transaction that commits before the caller acknowledges anything.
 - :func:`live_runner_wake` / :func:`live_runner_wait`: the nudge a runner waits on between turns (module section
   "waking the runner").
-- :func:`webhook_signature_check`: the webhook's HMAC (``X-Hat-Timestamp``, ``X-Hat-Signature``).
+- :func:`webhook_signature_check`: the webhook's HMAC (``X-Hat-Timestamp``, ``X-Hat-Signature``); replays and
+  floods are refused by :mod:`streams.services.live_ingest_guards`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from streams.live.schemas import (
     parse_ingest,
 )
 from streams.models import Deployment, LiveComment, LiveRoom, LiveSession, LiveToken, Scenario
+from streams.services import live_ingest_guards as guards
 from streams.services.live_events import live_event_append
 
 logger = logging.getLogger(__name__)
@@ -295,25 +297,41 @@ def _as_comments(comments: Sequence[IncomingComment | dict[str, Any]]) -> list[I
 
 
 def live_comments_ingest(*, session: LiveSession, comments: Sequence[IncomingComment | dict[str, Any]],
-                         source: str) -> list[dict[str, Any]]:
+                         source: str, token: LiveToken | None = None,
+                         signed: tuple[str, int] | None = None) -> list[dict[str, Any]]:
     """Store viewer comments (validated :class:`IncomingComment` s, or dicts of that shape: 400 with paths and
     nothing stored when any is bad) and say what became of each, in order: ``{"index", "external_id",
     "comment_id", "status", "reason", "priority"}`` with status ``queued``, ``duplicate`` (that id was received
     before: no second row), ``rate_limited`` or ``filtered``. Everything is committed when this returns (the caller
-    acknowledges after); 409 when the session has ended."""
+    acknowledges after); 409 when the session has ended. ``token``: the ingest token they came with; ``signed``:
+    a webhook request's (signature, timestamp), taken once (409 :class:`~streams.services.live_ingest_guards.
+    WebhookReplayed` again). Past the token's or the session's limit nothing is stored: 429
+    :class:`~streams.services.live_ingest_guards.IngestLimited`, counted on the session."""
     if source not in SOURCES:
         raise ValueError(f"unknown source {source!r}")
     incoming = _as_comments(comments)
+    try:
+        return _ingest(session, incoming, source, token, signed)
+    except guards.IngestLimited as exc:  # counted after the refused transaction rolled back
+        guards.ingest_refused_count(session_id=session.pk, comments=exc.comments)
+        raise
+
+
+def _ingest(session: LiveSession, incoming: list[IncomingComment], source: str, token: LiveToken | None,
+            signed: tuple[str, int] | None) -> list[dict[str, Any]]:
     woke = False
     with transaction.atomic():
-        # the session's row lock: one ingest of a session at a time (dedupe and the rate limit see each other),
+        # the session's row lock: one ingest of a session at a time (dedupe and the rate limits see each other),
         # and none after the session ended
         locked = LiveSession.objects.select_for_update(of=("self",)).select_related("deployment").get(pk=session.pk)
         if locked.status != LiveSession.Status.LIVE:
             raise InvalidTransition(f"this live session already {locked.status}: it takes no more comments")
+        now = time.time()
+        if signed is not None:
+            guards.webhook_receipt_take(session=locked, signature=signed[0], sent_at=signed[1],
+                                        window_s=WEBHOOK_MAX_SKEW_S, now=now)
         handling = handling_from(locked.handling)
         hooks = _viewer_hooks(_version_for(locked))
-        now = time.time()
         received = timezone.now()
         keys = []
         for c in incoming:
@@ -322,6 +340,13 @@ def live_comments_ingest(*, session: LiveSession, comments: Sequence[IncomingCom
                         rules.dedupe_keys(viewer_id=c.viewer_id, text=c.text, ts=ts, now=now))
         known = dict(LiveComment.objects.filter(session=locked, external_id__in=[k for ks in keys for k in ks])
                      .values_list("external_id", "pk"))
+        seen, fresh = set(known), 0  # the comments this request adds (deduped as the loop below): what limits count
+        for ks in keys:
+            if not seen.intersection(ks):
+                fresh += 1
+                seen.add(ks[0])
+        guards.ingest_limit_check(session=locked, token=token, handling=handling, wanted=fresh, now=now,
+                                  source=source)
         since = received - timedelta(seconds=60)
         recent: dict[str, list[float]] = {}
         for viewer_id, at in (LiveComment.objects.filter(session=locked, viewer_id__in={c.viewer_id for c in incoming},
@@ -354,7 +379,7 @@ def live_comments_ingest(*, session: LiveSession, comments: Sequence[IncomingCom
                 recent.setdefault(c.viewer_id, []).append(now)
             row = LiveComment.objects.create(
                 session=locked, external_id=ks[0], viewer_id=c.viewer_id, viewer=c.display_name()[:120],
-                text=c.text, source=source, priority=prio.score, status=status, reason=reason[:200])
+                text=c.text, source=source, priority=prio.score, status=status, reason=reason[:200], token=token)
             for k in ks[:1]:
                 known[k] = row.pk
             woke = woke or status == LiveComment.Status.QUEUED

@@ -48,7 +48,8 @@ def test_start_stores_the_deployment_in_force_and_hands_the_session_to_a_runner_
     assert (session.title, session.status, session.feed, session.webhook_secret) == ("Evening show", "live", "api", "")
     assert session.version_in_force == live_world["v1"] and session.revision_in_force == live_world["revision"]
     assert session.handling == {"batch_window_s": 1.5, "max_comments_per_turn": 3, "per_viewer_per_minute": 6,
-                                "max_age_s": 90.0, "max_chars": 500}
+                                "per_token_per_minute": 120, "per_session_per_minute": 240, "max_age_s": 90.0,
+                                "max_chars": 500}
     assert session.room_state["room_id"] == "glow-gadget-demo" and session.room_state["products"]
     (started,) = _events(session)
     assert (started.seq, started.type) == (1, "session_started")

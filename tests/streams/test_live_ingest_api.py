@@ -224,8 +224,9 @@ def test_a_signed_webhook_is_taken(webhook_session):
     assert r.status_code == 202, r.json()
     assert [x["status"] for x in r.json()["results"]] == ["queued", "queued"]
     assert set(LiveComment.objects.values_list("source", flat=True)) == {"webhook"}
-    redelivered = signed_post(webhook_session, body)  # the platform retries: nothing twice
+    redelivered = signed_post(webhook_session, body, ts=int(time.time()) + 1)  # the platform retries: nothing twice
     assert [x["status"] for x in redelivered.json()["results"]] == ["duplicate", "duplicate"]
+    assert signed_post(webhook_session, body, ts=int(time.time()) + 1).status_code == 409  # the same bytes: a replay
     assert LiveComment.objects.count() == 2
 
 

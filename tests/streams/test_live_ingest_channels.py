@@ -15,7 +15,7 @@ from channels.testing import WebsocketCommunicator
 from console.asgi import application
 from streams.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from streams.live_ingest_consumers import CLOSE_ENDED
-from streams.models import LiveComment, LiveEvent, LiveToken
+from streams.models import LiveComment, LiveEvent, LiveSession, LiveToken
 from streams.services import live_sessions as svc
 from tests.streams.live_helpers import comment, ingest_secret, live_session, live_world, operator2  # noqa: F401
 
@@ -97,6 +97,33 @@ def test_bad_frames_get_an_error_and_the_socket_stays_open(live_session, ingest_
     assert {e["path"] for e in replies[3]["errors"]} == {"text", "x"}
     assert replies[2]["errors"][0]["path"] == "comments"
     assert list(LiveComment.objects.values_list("external_id", flat=True)) == ["c9"]
+
+
+def test_a_frame_past_the_token_limit_gets_a_refused_frame_and_nothing_is_stored(live_session, ingest_secret):
+    LiveSession.objects.filter(pk=live_session.pk).update(
+        handling={**live_session.handling, "per_token_per_minute": 100})
+    flood = {"comments": [comment(n, f"is item {n} in stock?", viewer=f"v{n}") for n in range(100)]}
+
+    async def go():
+        comm = ingest_socket(live_session.pk, ingest_secret)
+        connected, _ = await comm.connect(timeout=10)
+        assert connected
+        await comm.send_json_to(flood)
+        acks = [await comm.receive_json_from(timeout=10) for _ in range(100)]
+        await comm.send_json_to(comment(500, "one more?", viewer="late"))
+        refused = await comm.receive_json_from(timeout=10)
+        await comm.send_json_to(comment(3, "is item 3 in stock?", viewer="v3"))  # still open; a redelivery is free
+        again = await comm.receive_json_from(timeout=10)
+        await comm.disconnect()
+        return acks, refused, again
+
+    acks, refused, again = asyncio.run(go())
+    assert {a["status"] for a in acks} == {"queued"}
+    assert refused["type"] == "refused" and refused["code"] == "rate_limited" and refused["limit"] == "token"
+    assert 50 < refused["retry_after_s"] <= 61 and "100 new comments a minute" in refused["message"]
+    assert again["type"] == "ack" and again["status"] == "duplicate"
+    assert LiveComment.objects.filter(session=live_session).count() == 100
+    assert LiveSession.objects.get(pk=live_session.pk).comments_refused == 1
 
 
 def test_the_socket_refuses_every_caller_without_the_right_token(live_session, live_world, operator, ingest_secret):
