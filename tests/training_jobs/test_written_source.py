@@ -4,6 +4,7 @@ bindings (fixtures here)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,111 @@ def test_form_errors_of_written_turns_land_on_their_fields(client, ml_staff, ord
     not_yaml = client.post("/datasets/new/", _form(written_version="order-desk@1", written_turns="- [unclosed"))
     assert not_yaml.status_code == 400 and "not YAML or JSON" in not_yaml.content.decode()
     assert not Dataset.objects.exists()
+
+
+# --- checking a turn never acts (issue 26 point 4) ------------------------------------------------------------------
+
+
+@pytest.fixture
+def upstream():
+    from tests.streams.tool_upstream import ToolUpstream
+
+    up = ToolUpstream()
+    yield up
+    up.close()
+
+
+@pytest.fixture
+def http_desk(manager, reviewer, demo_manifest, upstream, settings):
+    """The order desk with its order lookup on an HTTP GET and its cancellation on an HTTP POST (a tool that acts),
+    the endpoint allow-listed on this host."""
+    from harness_editor import services
+    from harness_editor.schemas import manifest_from_json, manifest_to_json
+
+    port = upstream.base_url.split(":")[2].split("/")[0]
+    settings.HAT_OUTBOUND_HOSTS = ["127.0.0.1", f"127.0.0.1:{port}"]
+    settings.HAT_TOOL_ENDPOINTS = {"orders": {"base_url": upstream.base_url, "methods": ["GET", "POST"]}}
+    data = json.loads(manifest_to_json(demo_manifest("order_desk")))
+    tools = {t["name"]: t for t in data["tools"]}
+    tools["lookup_order"]["binding"] = {"kind": "http", "endpoint": "orders", "path": "/orders/{order_id}",
+                                        "result": "data.order"}
+    tools["cancel_order"]["binding"] = {"kind": "http", "endpoint": "orders", "method": "POST", "path": "/orders",
+                                        "body": "arguments", "result": "created"}
+    v1 = services.harness_create(user=manager, slug="http-desk", name="HTTP desk",
+                                 manifest=manifest_from_json(json.dumps(data)))
+    services.version_submit(user=manager, version=v1)
+    return services.version_approve(user=reviewer, version=v1, comment="policy checked")
+
+
+SHIPPED = {"id": "comment", "comment": "Hi, where is my order A1002?", "skill": "order_status",
+           "calls": [{"tool": "lookup_order", "arguments": {"order_id": "A1002"}}],
+           "reply": "Order A1002 has shipped."}
+CANCEL = {"id": "cancel", "comment": "Please cancel order A1003, I ordered it by mistake.", "skill": "cancellations",
+          "calls": [{"tool": "cancel_order", "arguments": {"order_id": "A1003", "reason": "ordered_by_mistake"}}],
+          "reply": "Order A1003 is cancelled."}
+
+
+def test_a_tool_that_may_act_is_never_called_to_check_a_turn(http_desk, upstream) -> None:
+    with pytest.raises(ValidationFailed) as info:
+        validate_build(kind="hsa", recipe=None, sources=_sources("http-desk@1", [CANCEL]))
+    (error,) = info.value.errors
+    assert error["path"] == "sources.written[0].turns[0].calls[0]"
+    assert "may act" in error["message"] and "'result'" in error["message"]
+    assert upstream.requests == []  # before: the POST ran at request time (and again in the build)
+
+
+def test_a_recorded_result_answers_a_tool_that_may_act_in_the_request_and_in_the_job(http_desk, upstream) -> None:
+    recorded = {**CANCEL, "calls": [{**CANCEL["calls"][0], "result": {"cancelled": True, "order_id": "A1003"}}]}
+    _, sources = validate_build(kind="hsa", recipe=None, sources=_sources("http-desk@1", [recorded]))
+    (sample,), _ = collect_samples(sources)  # what the build job does
+    cancel = next(step for step in sample.target if getattr(step, "name", "") == "cancel_order")
+    assert cancel.result == {"cancelled": True, "order_id": "A1003"}
+    assert upstream.requests == []
+    bad = {**CANCEL, "calls": [{**CANCEL["calls"][0], "result": ["not", "an", "object"]}]}
+    with pytest.raises(ValidationFailed) as info:
+        validate_build(kind="hsa", recipe=None, sources=_sources("http-desk@1", [bad]))
+    assert info.value.errors[0]["path"] == "sources.written[0].turns[0].calls[0].result"
+
+
+def test_a_read_only_remote_tool_is_called_once_in_the_job_and_never_in_the_request(http_desk, upstream) -> None:
+    _, sources = validate_build(kind="hsa", recipe=None, sources=_sources("http-desk@1", [SHIPPED]))
+    assert upstream.requests == []  # the request never waits on an upstream
+    (sample,), _ = collect_samples(sources)
+    assert [(r["method"], r["path"]) for r in upstream.requests] == [("GET", "/api/orders/A1002")]
+    lookup = next(step for step in sample.target if getattr(step, "name", "") == "lookup_order")
+    assert lookup.result["status"] == "shipped"
+
+
+@pytest.mark.parametrize("schema", [{"$ref": "#/$defs/nowhere"}, {"type": "string", "pattern": "[A-Z"}],
+                         ids=["dangling-ref", "invalid-pattern"])
+def test_a_stored_schema_the_validator_cannot_run_is_a_located_400_not_a_500(
+        manager, reviewer, ml_staff, demo_manifest, schema, queued_tasks) -> None:
+    """Issue 26 point 3: a version stored before the save-time check whose tool schema cannot run answered
+    POST /api/datasets/ with Django's HTML 500; now a located 400 that saves nothing."""
+    from rest_framework.test import APIClient
+
+    from harness_editor import services
+    from harness_editor.schemas import manifest_to_json, parse_manifest
+    from harness_editor.schemas.tool_schema import without_schema_lint
+    from training_jobs.models import Dataset
+
+    data = json.loads(manifest_to_json(demo_manifest("order_desk")))
+    lookup = next(t for t in data["tools"] if t["name"] == "lookup_order")
+    lookup["parameters"]["properties"]["order_id"] = schema
+    with without_schema_lint():  # stored under the rules of its day
+        v1 = services.harness_create(user=manager, slug="order-desk", name="Order desk", manifest=parse_manifest(data))
+        services.version_submit(user=manager, version=v1)
+        services.version_approve(user=reviewer, version=v1, comment="policy checked")
+    api = APIClient()
+    api.force_login(ml_staff)
+    body = {"name": "desk", "kind": "hsa", "sources": _sources("order-desk@1", TURNS[:1])}
+    response = api.post("/api/datasets/", body, format="json")
+    assert response.status_code == 400 and response["Content-Type"].startswith("application/json")
+    (error,) = response.json()["errors"]
+    assert error["path"] == "sources.written[0].turns[0].calls[0].tool" and "schema is at fault" in error["message"]
+    assert not Dataset.objects.exists() and queued_tasks == []
+    # the same schema is refused when a manifest is validated, at its path
+    check = api.post("/api/validate", {"manifest": data}, format="json")
+    assert check.status_code == 400
+    i = next(i for i, t in enumerate(data["tools"]) if t["name"] == "lookup_order")
+    assert any(e["path"].startswith(f"tools[{i}].parameters.properties.order_id") for e in check.json()["errors"])

@@ -2,10 +2,10 @@
 it on, from the same turns it writes for HSA (:mod:`training_jobs.hsa.written`).
 
 Each turn is first checked exactly as the HSA build checks it (:func:`training_jobs.hsa.written.written_sample`: the
-skills and tools exist, the arguments are what the ``tool_args`` hook accepts, every call is answered through the
-real dispatcher), then becomes a T1 case like a recorded turn does (:mod:`training_jobs.evals.turn_case`): its calls
-named by tool with the tool's own arguments, the gold facts the written reply states of those answers, its reply
-skills, the reply as ``gold_reply``. A harness without built-in bindings gives cases without a room.
+skills and tools exist, the arguments are what the ``tool_args`` hook accepts, every call is answered by its recorded
+result or through the real dispatcher where that cannot act), then becomes a T1 case like a recorded turn does
+(:mod:`training_jobs.evals.turn_case`): its calls named by tool with the tool's own arguments, the gold facts the
+written reply states of those answers, its reply skills, the reply as ``gold_reply``. A harness without built-in bindings gives cases without a room.
 
 The turns stay the one source: a set is built from them when needed (the walk test, a notebook, an import), so the
 gold never drifts from what HSA trains on. Plain Python, no Django.
@@ -38,6 +38,7 @@ def case_from_written_turn(manifest: Manifest, turn: Mapping[str, Any], *, harne
 
     try:
         sample = written_sample(manifest, turn, index=index, runtime=runtime)
+        assert sample is not None  # remote calls allowed: a sample or an error
     except WrittenTurnError as exc:
         raise ManifestError([FieldError(path=exc.path, message=exc.reason)]) from None
     calls, skills = [], []

@@ -2,9 +2,10 @@
 know (an order desk, a help desk: anything outside the live room).
 
 A written turn names the comment(s), the skill to load, the tool calls with their arguments and the reply; each
-call is answered through the tool's own binding by the one dispatcher (:func:`streams.tool_bindings.call_bound_tool`:
-a fixture table, an allow-listed http endpoint or MCP server in ``runtime``), so the results are what the harness
-really returns. A turn becomes a sample only when the harness accepts it as it stands (arguments valid for each tool's schema,
+call is answered by the ``result`` written with it, or through the tool's own binding by the one dispatcher
+(:func:`streams.tool_bindings.call_bound_tool`: a fixture table, an allow-listed http endpoint or MCP server in
+``runtime``), so the results are what the harness really returns. Checking never calls a tool that may act (an MCP
+tool not marked read-only, an HTTP method other than GET): such a call needs its ``result`` written. A turn becomes a sample only when the harness accepts it as it stands (arguments valid for each tool's schema,
 every before-reply hook,
 tool rounds, request limit: :func:`training_jobs.hsa.samples.target_problems` with ``full=True``); otherwise
 :class:`WrittenTurnError` says which turn and why.
@@ -16,6 +17,7 @@ File form (YAML or JSON), a list of::
       skill: order_status            # a reply skill (or skills: [...], loaded in order)
       calls:
         - {tool: lookup_order, arguments: {order_id: A1002}}
+        - {tool: open_ticket, arguments: {order_id: A1002}, result: {ticket: T-88}}   # a tool that may act
       reply: "Order A1002 has shipped ..."
 
 Plain Python, no Django.
@@ -31,7 +33,10 @@ from typing import Any
 import yaml
 
 from harness_editor.schemas import Manifest
-from streams.engine.hooks import ToolSchemaFault, validate_arguments
+from harness_editor.schemas.bindings import binding_kind
+from harness_editor.schemas.safe_schema import ToolSchemaFault, check_arguments
+from harness_editor.schemas.tool_effects import tool_effect
+from streams.engine.hooks import validate_arguments
 from streams.reference_policy import tool_result_text
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, call_bound_tool
 from training_jobs.hsa.samples import (
@@ -63,9 +68,44 @@ def _comments(turn: Mapping[str, Any], at: str) -> tuple[dict[str, str], ...]:
     raise WrittenTurnError(at, "a turn needs a comment (or comments)")
 
 
+# Bindings that run in this process on the sample's own copy of the room: calling them acts on nothing outside it.
+_IN_PROCESS = frozenset({"builtin", "fixture", "unbound"})
+
+
+def _call_result(tool: Any, call: Mapping[str, Any], room_state: dict[str, Any], args: dict[str, Any],
+                 runtime: ToolRuntime, *, remote: bool, at: str) -> dict[str, Any] | None:
+    """What the call returned: its recorded ``result``, else its binding's answer where calling it cannot act
+    (in process, or an HTTP/MCP tool that is read-only: :func:`tool_effect`), and then only with ``remote`` for
+    HTTP/MCP (None: not called here). A tool that may act is never called: the turn must say what it returned."""
+    if "result" in call:
+        recorded = call["result"]
+        if not isinstance(recorded, dict):
+            raise WrittenTurnError(f"{at}.result", "a recorded result is a JSON object (what the tool returned)")
+        if tool.output_schema is not None:
+            try:
+                errors = check_arguments(tool.output_schema, recorded, strict=False)
+            except ToolSchemaFault as fault:
+                raise WrittenTurnError(f"{at}.result", f"{tool.name}'s output schema is at fault: {fault}") from None
+            if errors:
+                raise WrittenTurnError(f"{at}.result", f"not what {tool.name} returns: " + "; ".join(errors))
+        return dict(recorded)
+    if binding_kind(tool.binding) in _IN_PROCESS:
+        return call_bound_tool(tool, room_state, args, runtime)
+    effect = tool_effect(tool)
+    if not effect.read_only:
+        raise WrittenTurnError(at, f"{tool.name} may act ({effect.label}: {effect.why}), and checking a turn never "
+                               "calls a tool that may act: write what it returned as the call's 'result'")
+    return call_bound_tool(tool, room_state, args, runtime) if remote else None
+
+
 def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 0, source: str = "written",
-                   runtime: ToolRuntime = EMPTY_RUNTIME, room: Mapping[str, Any] | None = None) -> Sample:
-    """One written turn as a sample under ``manifest`` (WrittenTurnError when the harness would not accept it)."""
+                   runtime: ToolRuntime = EMPTY_RUNTIME, room: Mapping[str, Any] | None = None,
+                   remote: bool = True) -> Sample | None:
+    """One written turn as a sample under ``manifest`` (WrittenTurnError when the harness would not accept it).
+
+    Checking a turn never calls a tool that may act (:func:`_call_result`). ``remote=False`` (a web request) does
+    not call read-only HTTP or MCP tools either: such a turn is checked up to its calls (skills, tools, arguments,
+    recorded results, the reply) and None is returned; the build job checks the rest."""
     at = f"turns[{index}]"
     comments = _comments(turn, at)
     skills = turn.get("skills") or ([turn["skill"]] if turn.get("skill") else [])
@@ -77,6 +117,7 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
         n += 1
         steps.append(LoadSkill(f"call_{n}", sid))
     room_state = dict(room or {})
+    complete = True
     for j, call in enumerate(turn.get("calls") or []):
         tool = manifest.tool(call.get("tool", ""))
         if tool is None:
@@ -85,10 +126,14 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
         try:
             errors = validate_arguments(tool, args)  # what the tool_args hook would refuse
         except ToolSchemaFault as fault:
-            raise WrittenTurnError(f"{at}.calls[{j}].tool", f"{tool.name} cannot be used, its schema is at fault: {fault}") from None
+            raise WrittenTurnError(f"{at}.calls[{j}].tool",
+                                   f"{tool.name} cannot be used, its schema is at fault: {fault}") from None
         if errors:
             raise WrittenTurnError(f"{at}.calls[{j}].arguments", "; ".join(errors))
-        result = call_bound_tool(tool, room_state, args, runtime)
+        result = _call_result(tool, call, room_state, args, runtime, remote=remote, at=f"{at}.calls[{j}]")
+        if result is None:
+            complete = False
+            continue
         if "error" in result and not call.get("fault_expected"):
             raise WrittenTurnError(f"{at}.calls[{j}]", f"{tool.name} answered a fault: {result.get('error')}")
         n += 1
@@ -97,6 +142,8 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
     reply = turn.get("reply")
     if not isinstance(reply, str) or not reply.strip():
         raise WrittenTurnError(f"{at}.reply", "a turn ends with a reply")
+    if not complete:
+        return None
     steps.append(Reply(reply))
     sample = Sample(id=str(turn.get("id") or f"{source}-{index}"), manifest=manifest, room=room_state,
                     comments=comments, target=tuple(steps), source=source,
@@ -109,7 +156,8 @@ def written_sample(manifest: Manifest, turn: Mapping[str, Any], *, index: int = 
 
 def written_samples(manifest: Manifest, turns: Sequence[Mapping[str, Any]], *, source: str = "written",
                     runtime: ToolRuntime = EMPTY_RUNTIME) -> list[Sample]:
-    return [written_sample(manifest, t, index=i, source=source, runtime=runtime) for i, t in enumerate(turns)]
+    samples = [written_sample(manifest, t, index=i, source=source, runtime=runtime) for i, t in enumerate(turns)]
+    return [s for s in samples if s is not None]
 
 
 def load_turns(path: str | Path) -> list[dict[str, Any]]:

@@ -194,10 +194,12 @@ def _check_rooms(room_ids: Sequence[str], user=None) -> None:
         raise ValidationFailed("the source selection is invalid", errors=errors)
 
 
-def written_source_samples(sources: Sources) -> list[Sample]:
-    """The samples of the ``written`` turns, each answered through its tool's binding on this host (fixtures,
-    allow-listed endpoints); ValidationFailed locating every turn the harness does not accept
-    (``sources.written[0].turns[3].calls[1].tool``) or a version that is not approved."""
+def written_source_samples(sources: Sources, *, remote: bool = True) -> list[Sample]:
+    """The samples of the ``written`` turns, each call answered by its recorded result or through its tool's binding
+    on this host where that cannot act (fixtures, read-only endpoints: :func:`training_jobs.hsa.written.written_sample`);
+    ValidationFailed locating every turn the harness does not accept (``sources.written[0].turns[3].calls[1].tool``)
+    or a version that is not approved. ``remote=False`` (a web request) calls no HTTP or MCP tool: turns that need
+    one are checked up to their calls and left for the build job."""
     from streams.services.tool_runtime import tool_runtime_for
     from training_jobs.hsa.written import WrittenTurnError, written_sample
 
@@ -210,8 +212,10 @@ def written_source_samples(sources: Sources) -> list[Sample]:
         slug = entry.version.replace("@", "-v")
         for j, turn in enumerate(entry.turns):
             try:
-                samples.append(written_sample(manifests[entry.version], turn, index=j, source=f"written:{slug}",
-                                              runtime=runtime))
+                sample = written_sample(manifests[entry.version], turn, index=j, source=f"written:{slug}",
+                                        runtime=runtime, remote=remote)
+                if sample is not None:
+                    samples.append(sample)
             except WrittenTurnError as exc:
                 errors.append({"path": f"sources.written[{i}].{exc.path}", "message": exc.reason})
             except (KeyError, TypeError, AttributeError) as exc:  # a turn of the wrong shape
@@ -263,7 +267,9 @@ def validate_build(*, kind: str, recipe: Any, sources: Any, user=None) -> tuple[
         raise ValidationFailed("the dataset request is invalid", errors=errors)
     version_manifests(parsed_sources.versions)
     if parsed_sources.written:
-        written_source_samples(parsed_sources)  # every turn checked before the build is queued
+        # every turn checked before the build is queued, as far as it can be without calling out: a request never
+        # waits on an upstream, and the job answers read-only remote calls once
+        written_source_samples(parsed_sources, remote=False)
     _check_rooms(parsed_sources.preview_rooms, user)  # user None: the command line, which sees every room
     _recipe_endpoint_records(parsed_recipe)
     return parsed_recipe, parsed_sources
