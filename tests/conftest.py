@@ -33,6 +33,17 @@ def _private_cache(settings, request):
 
 
 @pytest.fixture
+def upstream():
+    """A real loopback HTTP server playing an order API that records every request (tests/streams/tool_upstream.py):
+    for HTTP tool bindings, and to prove that nothing is requested."""
+    from tests.streams.tool_upstream import ToolUpstream
+
+    up = ToolUpstream()
+    yield up
+    up.close()
+
+
+@pytest.fixture
 def demo_yaml():
     def load(name: str = "skincare_v1") -> str:
         return (DEMO_DIR / f"{name}.yaml").read_text(encoding="utf-8")

@@ -6,8 +6,6 @@ time and a clean fault (never an exception, never a hang) when a stored schema r
 from __future__ import annotations
 
 import copy
-import http.server
-import threading
 import time
 
 import pytest
@@ -19,41 +17,6 @@ from harness_editor.schemas.safe_schema import (
     ToolSchemaFault,
     check_arguments,
 )
-
-
-class _CountingServer:
-    """A real HTTP server on loopback that serves a schema and counts every request it gets."""
-
-    def __init__(self) -> None:
-        hits = self.hits = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                hits.append(self.path)
-                body = b'{"enum": ["LEAKED-FROM-THE-NETWORK"]}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/schema+json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def counting_server():
-    s = _CountingServer()
-    yield s
-    s.close()
 
 
 @pytest.fixture
@@ -98,10 +61,10 @@ def _laughs(levels: int = 24) -> dict:
 # --- saved: located errors ------------------------------------------------------------------------------------
 
 
-def test_a_remote_reference_is_a_located_error_when_saved(demo_manifest, counting_server) -> None:
-    errors = _errors_at(demo_manifest, _tool_schema(**{"$ref": f"{counting_server.url}/sku.json"}))
+def test_a_remote_reference_is_a_located_error_when_saved(demo_manifest, upstream) -> None:
+    errors = _errors_at(demo_manifest, _tool_schema(**{"$ref": f"{upstream.base_url}/sku.json"}))
     assert "never fetches" in errors['properties.sku["$ref"]'] and "network" in errors['properties.sku["$ref"]']
-    assert counting_server.hits == []
+    assert upstream.requests == []
 
 
 def test_a_file_reference_is_a_located_error_when_saved(demo_manifest, secret_file) -> None:
@@ -110,11 +73,11 @@ def test_a_file_reference_is_a_located_error_when_saved(demo_manifest, secret_fi
     assert "TOP-SECRET" not in " ".join(errors.values())
 
 
-def test_an_id_that_moves_references_elsewhere_is_refused(demo_manifest, counting_server) -> None:
-    schema = {"$id": f"{counting_server.url}/", **_tool_schema(**{"$ref": "sku.json"})}
+def test_an_id_that_moves_references_elsewhere_is_refused(demo_manifest, upstream) -> None:
+    schema = {"$id": f"{upstream.base_url}/", **_tool_schema(**{"$ref": "sku.json"})}
     errors = _errors_at(demo_manifest, schema)
     assert "'$id' is not allowed" in errors['["$id"]'] and "never fetches" in errors['properties.sku["$ref"]']
-    assert counting_server.hits == []
+    assert upstream.requests == []
 
 
 def test_a_dangling_local_reference_is_a_located_error(demo_manifest) -> None:
@@ -158,16 +121,16 @@ def test_a_reference_cycle_and_an_exponential_expansion_are_refused(demo_manifes
 # --- stored (a version saved before these checks, an HSA variant of one): run safely -------------------------
 
 
-def test_a_stored_remote_or_file_reference_is_a_fault_and_no_request(counting_server, secret_file) -> None:
-    for ref in (f"{counting_server.url}/sku.json", secret_file.as_uri()):
+def test_a_stored_remote_or_file_reference_is_a_fault_and_no_request(upstream, secret_file) -> None:
+    for ref in (f"{upstream.base_url}/sku.json", secret_file.as_uri()):
         with pytest.raises(ToolSchemaFault) as info:
             check_arguments(_tool_schema(**{"$ref": ref}), {"sku": "A1"})
         assert "nothing is fetched" in str(info.value)
-        assert "LEAKED" not in str(info.value) and "TOP-SECRET" not in str(info.value)
-    relative = {"$id": f"{counting_server.url}/", **_tool_schema(**{"$ref": "sku.json"})}
+        assert "TOP-SECRET" not in str(info.value)
+    relative = {"$id": f"{upstream.base_url}/", **_tool_schema(**{"$ref": "sku.json"})}
     with pytest.raises(ToolSchemaFault):
         check_arguments(relative, {"sku": "A1"})
-    assert counting_server.hits == []
+    assert upstream.requests == []
 
 
 @pytest.mark.parametrize("schema", [

@@ -12,17 +12,10 @@ import pytest
 from harness_editor.schemas import manifest_to_json, parse_manifest
 from harness_editor.schemas.tool_schema import without_schema_lint
 from streams.engine.turn import run_turn
-from tests.harness_editor.test_safe_schema import _CountingServer, _laughs
+from tests.harness_editor.test_safe_schema import _laughs
 from tests.streams.scripted_endpoint import native_calls, reply
 
 COMMENT = [{"viewer": "amy", "text": "how much is #101?"}]
-
-
-@pytest.fixture
-def counting_server():
-    s = _CountingServer()
-    yield s
-    s.close()
 
 
 def _stored_with(manifest, note_schema: dict):
@@ -54,17 +47,17 @@ def _refused(result, scripted_endpoint):
 
 @pytest.mark.parametrize("where", ["remote", "file"])
 def test_a_stored_reference_outside_the_schema_is_refused_without_a_request(
-        where, scripted_endpoint, engine_client, engine_manifest, engine_room, counting_server, tmp_path) -> None:
+        where, scripted_endpoint, engine_client, engine_manifest, engine_room, upstream, tmp_path) -> None:
     secret = tmp_path / "key.json"
     secret.write_text('{"enum": ["TOP-SECRET-KEY-MATERIAL"]}', encoding="utf-8")
-    ref = f"{counting_server.url}/link.json" if where == "remote" else secret.as_uri()
+    ref = f"{upstream.base_url}/link.json" if where == "remote" else secret.as_uri()
     manifest = _stored_with(engine_manifest, {"$ref": ref})
     result, took = _turn(scripted_endpoint, engine_client, manifest, engine_room)
     call, seen, ran, tool_args = _refused(result, scripted_endpoint)
     assert not call.valid and "schema is at fault" in call.error
     assert seen["code"] == "schema_fault" and "nothing is fetched" in seen["error"]
     assert ran == [] and tool_args == []  # the binding never ran; the model is not blamed for the harness
-    assert counting_server.hits == []
+    assert upstream.requests == []
     assert "TOP-SECRET" not in json.dumps([e.model_dump(mode="json") for e in result.events])
     assert took < 10
 

@@ -13,16 +13,9 @@ from harness_editor.schemas.bindings import HttpBinding
 from streams.tool_bindings.allow_lists import parse_mcp_servers, parse_tool_endpoints, tool_secrets
 from streams.tool_bindings.http import HttpEndpoint, call_http, json_path_get
 from tests.streams.scripted_endpoint import free_port
-from tests.streams.tool_upstream import ToolUpstream
 
 SECRET = "s3cr3t-token-value-123"
 
-
-@pytest.fixture
-def upstream():
-    up = ToolUpstream()
-    yield up
-    up.close()
 
 
 def endpoint(up, **kw) -> HttpEndpoint:

@@ -18,7 +18,6 @@ from streams.reference_policy import call_tool
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime, binding_availability, call_bound_tool
 from streams.tool_bindings.http import HttpEndpoint
 from tests.streams.scripted_endpoint import hermes_calls, native_calls, reply
-from tests.streams.tool_upstream import ToolUpstream
 
 SECRET = "tok-9f8e7d6c5b4a"
 REPLY = "Your order has shipped, and you can return mugs within the return window."
@@ -43,12 +42,6 @@ FOREIGN_TOOLS = [
 CALLS = (("get_order", {"order": {"id": "A-17"}}), ("return_policy", {"category": "mugs"}),
          ("cancel_order", {"order_id": "A-17"}))
 
-
-@pytest.fixture
-def upstream():
-    up = ToolUpstream()
-    yield up
-    up.close()
 
 
 @pytest.fixture

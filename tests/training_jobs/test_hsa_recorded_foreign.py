@@ -16,7 +16,6 @@ from streams.engine.client import ChatDelta, NativeToolCall
 from streams.engine.turn import ScriptedBackend, run_turn
 from streams.tool_bindings import EMPTY_RUNTIME, ToolRuntime
 from streams.tool_bindings.http import HttpEndpoint
-from tests.streams.tool_upstream import ToolUpstream
 from training_jobs.hsa.recorded import RecordedTurn, recorded_samples, reference_applies
 from training_jobs.hsa.samples import LoadSkill, Reply, Retry, ToolCall, target_problems
 from training_jobs.tiny_model.gold import load_tiny_manifest
@@ -150,12 +149,6 @@ def test_a_scenario_fixture_answers_the_replay_as_it_answered_the_run(desk):
     (sample,), stats = recorded_samples([turn])
     assert sample.tool_calls()[0].result == a7777 and stats.kept == 1
 
-
-@pytest.fixture
-def upstream():
-    up = ToolUpstream()
-    yield up
-    up.close()
 
 
 def test_an_http_bound_tool_is_not_called_again_to_replay_its_turn(desk, upstream):

@@ -128,14 +128,6 @@ def test_form_errors_of_written_turns_land_on_their_fields(client, ml_staff, ord
 # --- checking a turn never acts (issue 26 point 4) ------------------------------------------------------------------
 
 
-@pytest.fixture
-def upstream():
-    from tests.streams.tool_upstream import ToolUpstream
-
-    up = ToolUpstream()
-    yield up
-    up.close()
-
 
 @pytest.fixture
 def http_desk(manager, reviewer, demo_manifest, upstream, settings):
@@ -202,16 +194,13 @@ def test_a_read_only_remote_tool_is_called_once_in_the_job_and_never_in_the_requ
                                     {"$ref": "REMOTE/order_id.json"}],
                          ids=["dangling-ref", "invalid-pattern", "remote-ref"])
 def test_a_stored_schema_the_validator_cannot_run_is_a_located_400_not_a_500(
-        manager, reviewer, ml_staff, demo_manifest, schema, queued_tasks) -> None:
+        manager, reviewer, ml_staff, demo_manifest, schema, queued_tasks, upstream) -> None:
     """Issue 26 points 1 and 3: a version stored before the save-time check whose tool schema cannot run answered
     POST /api/datasets/ with Django's HTML 500 (or fetched its remote reference from the web process); now a
     located 400 that saves nothing and sends no request."""
     from rest_framework.test import APIClient
 
-    from tests.harness_editor.test_safe_schema import _CountingServer
-
-    server = _CountingServer()
-    schema = json.loads(json.dumps(schema).replace("REMOTE", server.url))
+    schema = json.loads(json.dumps(schema).replace("REMOTE", upstream.base_url))
 
     from harness_editor import services
     from harness_editor.schemas import manifest_to_json, parse_manifest
@@ -238,5 +227,4 @@ def test_a_stored_schema_the_validator_cannot_run_is_a_located_400_not_a_500(
     assert check.status_code == 400
     i = next(i for i, t in enumerate(data["tools"]) if t["name"] == "lookup_order")
     assert any(e["path"].startswith(f"tools[{i}].parameters.properties.order_id") for e in check.json()["errors"])
-    server.close()
-    assert server.hits == []
+    assert upstream.requests == []
