@@ -2,12 +2,13 @@
 
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+if not settings.configured:  # this process serves web requests (not a test importing the routing)
+    os.environ["HAT_WEB_PROCESS"] = "1"  # console.settings: PostgreSQL lock and statement timeouts
 django_asgi_app = get_asgi_application()
-
-from django.conf import settings  # noqa: E402
 
 from console.log_filters import redact_server_log_tokens  # noqa: E402
 

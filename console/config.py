@@ -40,6 +40,13 @@ class ConsoleSettings(BaseSettings):
                              "(0: no pool, one connection per thread closed after each request)")
     db_pool_timeout_s: float = Field(default=10.0, gt=0, le=300, description="a request waits this long for "
                                      "a free connection, then fails")
+    # Web requests only (console.settings): a request queued on a row lock gives its pooled connection back after
+    # db_lock_timeout_s, before the others waiting for a connection reach db_pool_timeout_s; both are a 503 with
+    # Retry-After (console.db_busy). Workers, the scheduler and commands run long work and get neither.
+    db_lock_timeout_s: float = Field(default=5.0, ge=0, le=3600, description="a web request's statement waits "
+                                     "at most this long for a lock (PostgreSQL lock_timeout; 0: no limit)")
+    db_statement_timeout_s: float = Field(default=30.0, ge=0, le=86400, description="a web request's statement "
+                                          "runs at most this long (PostgreSQL statement_timeout; 0: no limit)")
     allowed_hosts: list[str] = Field(default=["localhost", "127.0.0.1", "[::1]", "testserver"])
     csrf_trusted_origins: list[str] = Field(default=[])
     data_dir: Path = Field(default=BASE_DIR / "var", description="SQLite file, Celery queue folders, artifacts")

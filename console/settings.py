@@ -7,9 +7,11 @@ import os
 import dj_database_url
 
 from console.config import BASE_DIR, load_settings, resolve_secret_key
+from console.db_busy import web_session_options
 from streams.tool_bindings.allow_lists import parse_mcp_servers, parse_tool_endpoints
 
 ENV = load_settings()
+WEB_PROCESS = os.environ.pop("HAT_WEB_PROCESS", "") == "1"
 ENV.data_dir.mkdir(parents=True, exist_ok=True)
 
 DEBUG = ENV.debug
@@ -59,6 +61,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "console.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "console.db_busy.DatabaseBusyMiddleware",  # a pool or lock timeout: 503 with Retry-After, not a 500
     "console.middleware.BadInputMiddleware",  # NUL in any input, unparsable form bodies: 4xx before any view
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -100,6 +103,12 @@ if ENV.database_url:
             "min_size": min(ENV.db_pool_min, ENV.db_pool_max), "max_size": ENV.db_pool_max,
             "timeout": ENV.db_pool_timeout_s,
         }
+    # The web process (console.asgi / console.wsgi say so before the settings load; popped so that nothing it
+    # starts inherits it) sets lock and statement timeouts on its sessions: console.db_busy.
+    if WEB_PROCESS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        timeouts = web_session_options(ENV.db_lock_timeout_s, ENV.db_statement_timeout_s)
+        options = DATABASES["default"].setdefault("OPTIONS", {})
+        options["options"] = " ".join(filter(None, (options.get("options", ""), timeouts)))
 else:
     DATABASES = {
         "default": {
@@ -213,7 +222,7 @@ HAT_LOCAL_MODEL_URL = ENV.local_model_url
 HAT_LOCAL_MODEL_NAME = ENV.local_model_name
 HAT_FLAGSHIP_MODEL_URL = ENV.flagship_model_url
 HAT_FLAGSHIP_MODEL_NAME = ENV.flagship_model_name
-# Where outbound requests may go (model endpoints; streams.engine.outbound.check_url): HAT_OUTBOUND_HOSTS.
+# Where outbound requests may go (model and HTTP tool endpoints; streams.engine.outbound.check_url).
 HAT_OUTBOUND_HOSTS = list(ENV.outbound_hosts)
 # Where console-launched model servers may listen (streams.services.serving.serve_spec_check): HAT_SERVE_LISTEN_HOSTS.
 HAT_SERVE_LISTEN_HOSTS = list(ENV.serve_listen_hosts)
