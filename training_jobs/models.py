@@ -129,16 +129,18 @@ class TrainedModel(models.Model):
 
     def vllm_command(self) -> str:
         """How to serve this model with vLLM on a GPU host (the serve profile's command line); an adapter: its base
-        with the adapter loaded at start (or at run time: the server pages)."""
+        with the adapter loaded at start (or at run time: the server pages). On loopback, as a serve profile is unless
+        an administrator allows more (HAT_SERVE_LISTEN_HOSTS): vLLM's API, adapter loading included, has no
+        authentication."""
         from streams.serve_profiles import LoraAdapter, ServeProfile
 
         if self.is_adapter and self.parent is not None:
             return ServeProfile(name=self.name, kind="vllm", model=self.parent.path,
-                                served_model_name=f"hat-{self.parent.pk}", host="0.0.0.0", enable_lora=True,
+                                served_model_name=f"hat-{self.parent.pk}", host="127.0.0.1", enable_lora=True,
                                 max_lora_rank=max(16, self.lora_rank or 0), runtime_lora_updating=True,
                                 lora_adapters=[LoraAdapter(name=f"hat-{self.pk}", path=self.path)]).command_line()
         return ServeProfile(name=self.name, kind="vllm", model=self.path, served_model_name=f"hat-{self.pk}",
-                            host="0.0.0.0").command_line()
+                            host="127.0.0.1").command_line()
 
     @property
     def lora_rank(self) -> int | None:

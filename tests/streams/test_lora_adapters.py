@@ -132,6 +132,7 @@ def test_a_training_job_registers_an_adapter_of_its_base_that_loads_into_vllm(
     assert not (adapter.directory / "config.json").exists()
     assert f"--lora-modules hat-{adapter.pk}={adapter.path}" in adapter.vllm_command()
     assert f"--model {base.path}" in adapter.vllm_command() or base.path in adapter.vllm_command()
+    assert "--host 127.0.0.1" in adapter.vllm_command()  # adapter loading has no authentication: loopback only
 
     # nothing trains from an adapter, and the local server (full models only) refuses it with the reason
     with pytest.raises(ValidationFailed) as exc:
