@@ -10,8 +10,9 @@ are stored the socket answers one ``{"type": "ack", "index", "external_id", "com
 "priority"}`` per comment, in order; a bad frame gets ``{"type": "error", "message", "errors": [{"path",
 "message"}]}``, nothing of it is stored, and the socket stays open. A frame past the token's or the session's limit of
 new comments a minute gets ``{"type": "refused", "message", "code": "rate_limited", "limit", "retry_after_s",
-"errors": []}``: nothing of it is stored, send it again after ``retry_after_s``. A token revoked while connected is
-refused at its next frame (4403), a session that ended closes with 4409.
+"errors": []}``: nothing of it is stored, send it again after ``retry_after_s``; so does a frame the database could not
+take now (``code: database_busy``, no ``limit``; console.db_busy), and a connection it could not admit closes with
+1013. A token revoked while connected is refused at its next frame (4403), a session that ended closes with 4409.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
+from console.db_busy import BUSY_CODE, database_busy, retry_after_s
 from console.errors import DomainError
 from console.parsing import SafeJsonWebsocketConsumer
 from streams import live_selectors as selectors
@@ -34,6 +36,7 @@ from streams.services import live_sessions as services
 logger = logging.getLogger(__name__)
 
 CLOSE_ENDED = 4409
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": the database was busy
 
 
 def _secret(scope: dict[str, Any]) -> str:
@@ -68,17 +71,21 @@ def _admit(secret: str, session_id) -> tuple[int | None, LiveSession | None, Liv
 def _ingest(token_id, session: LiveSession, comments) -> tuple[int | None, list[dict[str, Any]] | dict | str]:
     """(close code or None, the acks, a refusal frame or an error message). The token is read again: one revoked
     meanwhile is refused from its next frame on."""
-    token = LiveToken.objects.filter(pk=token_id).first()
-    if token is None or token.revoked_at is not None:
-        return CLOSE_FORBIDDEN, "this token was revoked"
     try:
+        token = LiveToken.objects.filter(pk=token_id).first()
+        if token is None or token.revoked_at is not None:
+            return CLOSE_FORBIDDEN, "this token was revoked"
         return None, services.live_comments_ingest(session=session, comments=comments, source="ws", token=token)
     except guards.IngestLimited as exc:
         return None, {"type": "refused", "message": exc.message, "code": exc.code, "limit": exc.limit,
                       "retry_after_s": round(exc.retry_after_s, 3), "errors": []}
     except DomainError as exc:
         return (CLOSE_ENDED if exc.status_code == 409 else None), exc.message
-    except Exception:  # the database is away: nothing was stored or acknowledged, the platform sends it again
+    except Exception as exc:  # the database is away: nothing was stored or acknowledged, the platform sends it again
+        if database_busy(exc):  # the pool or a lock timed out: a refusal the platform knows to send again
+            wait = retry_after_s()
+            return None, {"type": "refused", "message": f"the database is busy; nothing was stored: send the "
+                          f"comments again in {wait} s", "code": BUSY_CODE, "retry_after_s": wait, "errors": []}
         logger.exception("live session %s: storing comments from the ingest socket failed", session.pk)
         return None, "the comments could not be stored just now; none was acknowledged: send them again"
 
@@ -86,8 +93,14 @@ def _ingest(token_id, session: LiveSession, comments) -> tuple[int | None, list[
 class LiveIngestConsumer(SafeJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.session = self.token_id = None
-        code, session, token = await database_sync_to_async(_admit)(
-            _secret(self.scope), self.scope["url_route"]["kwargs"]["session_id"])
+        try:
+            code, session, token = await database_sync_to_async(_admit)(
+                _secret(self.scope), self.scope["url_route"]["kwargs"]["session_id"])
+        except Exception as exc:
+            if not database_busy(exc):
+                raise
+            await self.close(code=CLOSE_TRY_AGAIN)  # busy: connect again later
+            return
         if code is not None:
             await self.close(code=code)
             return

@@ -13,6 +13,7 @@ import time
 
 import psycopg
 import pytest
+from psycopg_pool import PoolTimeout
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
@@ -158,13 +159,25 @@ def test_web_requests_give_up_on_a_held_lock_with_a_503_and_workers_wait(live_se
     # the defaults, and a worker (or a command) that has no timeouts: it waits for the lock and stores the comment
     holder.execute("BEGIN")
     holder.execute("SELECT 1 FROM streams_livesession WHERE id = %s FOR UPDATE", [live_session.pk])
-    release = threading.Timer(1.5, holder.execute, args=("ROLLBACK",))
+    watch = _raw()
+
+    def release_when_waited_on() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+                "wait_event_type = 'Lock' AND query LIKE '%%streams_livesession%%'").fetchone()[0]:
+            time.sleep(0.05)
+        time.sleep(1.0)  # waited on for a second, longer than the web process's lock timeout above
+        holder.execute("ROLLBACK")
+
+    release = threading.Thread(target=release_when_waited_on)
     release.start()
     try:
         worker = _probe("django; django.setup()", live_session.pk, ingest_secret)
     finally:
         release.join()
         holder.close()
+        watch.close()
     assert (worker["lock"], worker["statement"]) == ("0", "0")
     assert worker["status"] == 202 and worker["waited_s"] > 1.0
     assert LiveComment.objects.filter(external_id="late").count() == 1
@@ -172,7 +185,6 @@ def test_web_requests_give_up_on_a_held_lock_with_a_503_and_workers_wait(live_se
 
 def test_busy_is_told_apart_from_broken():
     from django.db import OperationalError
-    from psycopg_pool import PoolTimeout
 
     try:
         try:
@@ -184,3 +196,54 @@ def test_busy_is_told_apart_from_broken():
     assert database_busy(psycopg.errors.LockNotAvailable("canceling statement due to lock timeout"))
     assert not database_busy(OperationalError("connection refused"))
     assert not database_busy(ValueError("x"))
+
+
+def test_the_ingest_socket_refuses_a_frame_the_busy_database_cannot_take_and_stores_it_when_sent_again(
+        live_session, ingest_secret, monkeypatch):
+    """A frame that met an exhausted pool was an unacknowledged exception (the token was read outside the guard):
+    now a ``refused`` frame with ``database_busy`` and ``retry_after_s``; sent again, it is stored once."""
+    import asyncio
+
+    from channels.layers import channel_layers
+    from channels.testing import WebsocketCommunicator
+
+    from console.asgi import application
+    from streams.services import live_sessions as svc
+
+    monkeypatch.setattr(svc, "_runner_ensure", lambda session_id: None)  # no runner borrowing connections
+    channel_layers.backends.clear()
+    pool = connection.pool
+
+    async def go():
+        comm = WebsocketCommunicator(application, f"/ws/live/{live_session.pk}/ingest/",
+                                     headers=[(b"host", b"localhost"),
+                                              (b"authorization", f"Bearer {ingest_secret}".encode())])
+        assert (await comm.connect(timeout=10))[0]
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(connections.close_all)()  # the consumer's thread gives its connection back
+        taken = []  # every free connection of the pool, taken straight from it (whoever holds the others)
+        while True:
+            try:
+                taken.append(pool.getconn(timeout=1))
+            except PoolTimeout:
+                break
+        monkeypatch.setattr(pool, "timeout", 0.3)
+        await comm.send_json_to(comment(1, viewer="bob"))
+        refused = await comm.receive_json_from(timeout=10)
+        for conn in taken:
+            pool.putconn(conn)
+        monkeypatch.setattr(pool, "timeout", 10.0)
+        await comm.send_json_to(comment(1, viewer="bob"))
+        ack = await comm.receive_json_from(timeout=10)
+        await comm.disconnect()
+        return refused, ack
+
+    connections.close_all()  # this thread holds none
+    try:
+        refused, ack = asyncio.run(go())
+    finally:
+        channel_layers.backends.clear()
+    assert refused["type"] == "refused" and refused["code"] == "database_busy" and refused["retry_after_s"] >= 1
+    assert ack["type"] == "ack" and ack["status"] == "queued"
+    assert list(LiveComment.objects.filter(session=live_session).values_list("external_id", flat=True)) == ["c1"]
