@@ -163,10 +163,11 @@ class ConsoleSettings(BaseSettings):
 
     @field_validator("mcp_servers")
     @classmethod
-    def _mcp_servers(cls, v: str) -> str:
+    def _mcp_servers(cls, v: str, info: ValidationInfo) -> str:
         from streams.tool_bindings.allow_lists import parse_mcp_servers
 
-        parse_mcp_servers(v)
+        # as for tool endpoints: an http server on a host or port HAT_OUTBOUND_HOSTS does not allow stops the start
+        parse_mcp_servers(v, info.data.get("outbound_hosts"))
         return v
 
     @field_validator("redis_url")

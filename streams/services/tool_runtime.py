@@ -37,9 +37,11 @@ def _endpoints(value: Any) -> dict[str, HttpEndpoint]:
 def _servers(value: Any) -> dict[str, Any]:
     from streams.tool_bindings.mcp import McpServer
 
-    if isinstance(value, Mapping) and all(isinstance(v, McpServer) for v in value.values()):
-        return dict(value)
-    return parse_mcp_servers(value)
+    if not (isinstance(value, Mapping) and all(isinstance(v, McpServer) for v in value.values())):
+        value = parse_mcp_servers(value)
+    # Each connection to an http server checks its host and port against the outbound allow-list (as for endpoints).
+    hosts = tuple(getattr(settings, "HAT_OUTBOUND_HOSTS", ()))
+    return {name: replace(server, outbound_hosts=hosts) for name, server in value.items()}
 
 
 def scenario_fixtures(scenario: Any) -> dict[str, list[Any]]:

@@ -160,4 +160,8 @@ def binding_availability(manifest: Manifest, runtime: ToolRuntime) -> list[Field
             problems.append(FieldError(path=f"{at}.server", message=f"the MCP server {b.server!r} is not on this "  # type: ignore[union-attr]
                                        "host's allow-list (HAT_MCP_SERVERS): a call gets the fault "
                                        "'binding_unavailable'"))
+        elif kind == "mcp" and runtime.mcp_servers[b.server].refusal():  # type: ignore[union-attr]
+            problems.append(FieldError(path=f"{at}.server", message=f"the MCP server {b.server!r} is on a host or "  # type: ignore[union-attr]
+                                       "port the outbound allow-list (HAT_OUTBOUND_HOSTS) does not allow: a call "
+                                       "gets the fault 'binding_unavailable'"))
     return problems

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,9 +46,10 @@ class _McpSpec(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
-def parse_mcp_servers(value: Any) -> dict[str, Any]:
+def parse_mcp_servers(value: Any, outbound_hosts: list[str] | None = None) -> dict[str, Any]:
     """``HAT_MCP_SERVERS`` -> name -> :class:`streams.tool_bindings.mcp.McpServer`; ``ValueError`` naming every
-    problem."""
+    problem; with ``outbound_hosts`` (start-up), an http server whose host and port that list does not allow is
+    one."""
     from streams.tool_bindings.mcp import McpServer
 
     entries = load_allow_list(value, "HAT_MCP_SERVERS")
@@ -67,6 +69,11 @@ def parse_mcp_servers(value: Any) -> dict[str, Any]:
                                   timeout_s=spec.timeout_s)
         except (TypeError, ValueError) as exc:
             problems.append(f"HAT_MCP_SERVERS.{name}: {exc}")
+            continue
+        refused = (replace(out[name], outbound_hosts=tuple(outbound_hosts)).refusal()
+                   if outbound_hosts is not None else None)
+        if refused:
+            problems.append(f"HAT_MCP_SERVERS.{name}.url: {refused}")
     if problems:
         raise ValueError("; ".join(problems))
     return out

@@ -72,6 +72,20 @@ class McpServer:
     headers: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
+    outbound_hosts: tuple[str, ...] | None = None  # HAT_OUTBOUND_HOSTS as the caller read it; None: not checked
+
+    def refusal(self) -> str | None:
+        """Why an http server's host and port may not be reached (the outbound allow-list, read as for HTTP tool
+        endpoints: an entry without a port allows 80/443 only), or None."""
+        if self.transport != "http" or self.outbound_hosts is None:
+            return None
+        from streams.engine.outbound import OutboundRefused, check_url
+
+        try:
+            check_url(self.url, self.outbound_hosts, ports="default")
+        except OutboundRefused as exc:
+            return str(exc)
+        return None
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):  # a command line written as one string in settings
@@ -205,6 +219,9 @@ def _client(server: McpServer, secrets: Mapping[str, str], timeout_s: float, err
     if server.transport == "stdio":
         env, used = _resolve(server.env, secrets, "env")
         return _stdio_client(server, env, timeout_s, errlog, watch), used
+    if server.refusal():  # checked before anything is resolved or connected; the address is the administrators'
+        raise McpFault("binding_unavailable", f"the MCP server {server.name!r} is on a host or port the outbound "
+                       "allow-list (HAT_OUTBOUND_HOSTS) does not allow: an administrator lists it as host:port")
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 

@@ -303,3 +303,30 @@ def test_result_conversion_of_other_content():
     assert result_to_dict(CallToolResult(content=[], structured_content=[1, 2])) == {"result": [1, 2]}
     assert result_to_dict(CallToolResult(content=[], is_error=True)) == {
         "error": "the tool reported an error", "code": "tool_error"}
+
+
+# --- the outbound allow-list (issue 26) -------------------------------------------------------------------------
+
+
+def test_an_http_server_on_a_port_not_allowed_is_refused_without_connecting():
+    import socket
+
+    from streams.tool_bindings.allow_lists import parse_mcp_servers
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        server = McpServer("cache", "http", url=f"http://127.0.0.1:{port}/mcp", outbound_hosts=("127.0.0.1",))
+        result = call_mcp_tool(server, "orders.lookup", {"order_id": "A100"}, timeout_s=5)
+        assert result["code"] == "binding_unavailable" and "HAT_OUTBOUND_HOSTS" in result["error"]
+        with pytest.raises(McpFault) as caught:
+            list_mcp_tools(server, timeout_s=5)
+        assert caught.value.code == "binding_unavailable"
+        with pytest.raises(socket.timeout):
+            listener.accept()  # nothing ever connected
+    entry = {"cache": {"transport": "http", "url": f"http://LOCALHOST.:{port}/mcp"}}
+    with pytest.raises(ValueError, match=rf"HAT_MCP_SERVERS\.cache\.url: the host localhost:{port} is not on"):
+        parse_mcp_servers(entry, outbound_hosts=["127.0.0.1", "localhost"])
+    assert parse_mcp_servers(entry, outbound_hosts=[f"localhost:{port}"])["cache"].url.endswith("/mcp")

@@ -5,6 +5,7 @@ the registry's services, every 403/404 path of the page and the API."""
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 from rest_framework.test import APIClient
@@ -37,9 +38,11 @@ def tag():
 
 @pytest.fixture
 def mcp_settings(settings, tag):
+    down = srv.free_port()
+    settings.HAT_OUTBOUND_HOSTS = [*settings.HAT_OUTBOUND_HOSTS, f"127.0.0.1:{down}"]
     settings.HAT_MCP_SERVERS = {
         "orders": McpServer("orders", "stdio", command=srv.stdio_command(tag)),
-        "down": McpServer("down", "http", url=f"http://127.0.0.1:{srv.free_port()}/mcp", timeout_s=3),
+        "down": McpServer("down", "http", url=f"http://127.0.0.1:{down}/mcp", timeout_s=3),
     }
     settings.HAT_TOOL_SECRETS = {"orders_token": TOKEN}
     yield settings
@@ -131,11 +134,24 @@ def test_server_down_is_a_502_naming_no_address(mcp_settings, manager, draft):
 
 
 def test_http_server_with_a_secret_header(mcp_settings, manager, draft, http_url):
+    mcp_settings.HAT_OUTBOUND_HOSTS = [*mcp_settings.HAT_OUTBOUND_HOSTS, urlsplit(http_url).netloc]
     mcp_settings.HAT_MCP_SERVERS = {**mcp_settings.HAT_MCP_SERVERS, "orders-http": McpServer(
         "orders-http", "http", url=http_url, headers={"Authorization": "Bearer {secret:orders_token}"})}
     plan = services.mcp_import_preview(user=manager, version=draft, server="orders-http")
     assert [t["binding"]["server"] for t in plan.tools] == ["orders-http"] * len(REMOTE)
     assert TOKEN not in repr(plan.as_dict())
+
+
+def test_an_http_server_the_outbound_list_does_not_allow_is_never_connected(mcp_settings, manager, draft,
+                                                                           http_url):
+    """Issue 26: HTTP MCP servers were not held to HAT_OUTBOUND_HOSTS (tool endpoints were). A bare loopback entry
+    allows 80/443 only, so the test server's port is refused before any connection, naming no address."""
+    mcp_settings.HAT_MCP_SERVERS = {**mcp_settings.HAT_MCP_SERVERS, "orders-http": McpServer(
+        "orders-http", "http", url=http_url, headers={"Authorization": "Bearer {secret:orders_token}"})}
+    with pytest.raises(services.McpServerUnavailable) as caught:
+        services.mcp_import_preview(user=manager, version=draft, server="orders-http")
+    assert caught.value.errors == [{"path": "server", "message": "binding_unavailable"}]
+    assert "HAT_OUTBOUND_HOSTS" in caught.value.message and "127.0.0.1" not in caught.value.message
 
 
 def test_roles_are_checked_by_the_service(mcp_settings, reviewer, ml_staff, draft):
