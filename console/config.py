@@ -110,7 +110,8 @@ class ConsoleSettings(BaseSettings):
                                 "web process and the interactive worker (0: Python's default, 5 ms)")
     # A full (generation-2) collection walks every object the process holds: after start-up that is Django, the
     # apps and their libraries, and a walk took 125-158 ms in the web process and the interactive worker, a pause
-    # every viewer of every session sees. Frozen at start-up, that heap is left out of collections (bench/live_bench.py).
+    # every viewer of every session sees. Frozen at start-up, that heap is left out of collections
+    # (bench/live_bench.py).
     gc_freeze: bool = Field(default=True, description="freeze the start-up heap out of Python's cyclic garbage "
                             "collector in the web process and the interactive worker")
     # What start-up imports lazily (views, templates, the turn engine) and every open socket still make full

@@ -18,8 +18,8 @@ given), valid for the harness: a name that :data:`~harness_editor.schemas.TOOL_N
 filled in, the parameters become a JSON Schema 2020-12 object schema (:mod:`.schema`, :mod:`.pytypes`). Each
 change is an :class:`ImportChange` (path into the input, kind, message). Kinds: ``renamed``, ``duplicate_name``,
 ``type_mapped``, ``unknown_type``, ``converted``, ``dropped_key``, ``defaulted``, ``truncated``, ``conflict``
-(:func:`import_into_manifest`), ``annotated`` (an MCP tool's hints and output schema carried: :mod:`.hints`). What cannot be imported at all raises :class:`ToolImportError` with every problem
-located; nothing is returned half-done.
+(:func:`import_into_manifest`), ``annotated`` (an MCP tool's hints and output schema carried: :mod:`.hints`). What
+cannot be imported at all raises :class:`ToolImportError` with every problem located; nothing is returned half-done.
 
 Plain Python, no Django.
 """

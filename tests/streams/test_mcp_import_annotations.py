@@ -5,7 +5,6 @@ the report, the API's dry run and the page, and shown on the editor's Tools tab 
 
 from __future__ import annotations
 
-import pytest
 from django.urls import reverse
 
 from harness_editor.schemas.tool_effects import tool_effect

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from console.errors import ValidationFailed
 from harness_editor.models import HarnessVersion
 from streams.services import mcp_import as services
 from streams.tool_bindings.mcp import McpFault, McpServer, call_mcp_tool, list_mcp_tools

@@ -5,7 +5,8 @@ Each turn is first checked exactly as the HSA build checks it (:func:`training_j
 skills and tools exist, the arguments are what the ``tool_args`` hook accepts, every call is answered by its recorded
 result or through the real dispatcher where that cannot act), then becomes a T1 case like a recorded turn does
 (:mod:`training_jobs.evals.turn_case`): its calls named by tool with the tool's own arguments, the gold facts the
-written reply states of those answers, its reply skills, the reply as ``gold_reply``. A harness without built-in bindings gives cases without a room.
+written reply states of those answers, its reply skills, the reply as ``gold_reply``. A harness without built-in
+bindings gives cases without a room.
 
 The turns stay the one source: a set is built from them when needed (the walk test, a notebook, an import), so the
 gold never drifts from what HSA trains on. Plain Python, no Django.

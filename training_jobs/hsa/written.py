@@ -5,9 +5,9 @@ A written turn names the comment(s), the skill to load, the tool calls with thei
 call is answered by the ``result`` written with it, or through the tool's own binding by the one dispatcher
 (:func:`streams.tool_bindings.call_bound_tool`: a fixture table, an allow-listed http endpoint or MCP server in
 ``runtime``), so the results are what the harness really returns. Checking never calls a tool that may act (an MCP
-tool not marked read-only, an HTTP method other than GET): such a call needs its ``result`` written. A turn becomes a sample only when the harness accepts it as it stands (arguments valid for each tool's schema,
-every before-reply hook,
-tool rounds, request limit: :func:`training_jobs.hsa.samples.target_problems` with ``full=True``); otherwise
+tool not marked read-only, an HTTP method other than GET): such a call needs its ``result`` written. A turn becomes
+a sample only when the harness accepts it as it stands (arguments valid for each tool's schema, every before-reply
+hook, tool rounds, request limit: :func:`training_jobs.hsa.samples.target_problems` with ``full=True``); otherwise
 :class:`WrittenTurnError` says which turn and why.
 
 File form (YAML or JSON), a list of::

@@ -196,7 +196,7 @@ def _check_rooms(room_ids: Sequence[str], user=None) -> None:
 
 def written_source_samples(sources: Sources, *, remote: bool = True) -> list[Sample]:
     """The samples of the ``written`` turns, each call answered by its recorded result or through its tool's binding
-    on this host where that cannot act (fixtures, read-only endpoints: :func:`training_jobs.hsa.written.written_sample`);
+    on this host where that cannot act (fixtures, read-only endpoints: :func:`.written.written_sample`);
     ValidationFailed locating every turn the harness does not accept (``sources.written[0].turns[3].calls[1].tool``)
     or a version that is not approved. ``remote=False`` (a web request) calls no HTTP or MCP tool: turns that need
     one are checked up to their calls and left for the build job."""
