@@ -52,6 +52,7 @@ from harness_editor.schemas.errors import ManifestError, _join
 from harness_editor.schemas.fields import TOOL_NAME_RE
 from harness_editor.schemas.loading import load_json, load_yaml
 from harness_editor.schemas.manifest import LOAD_SKILL_TOOL, Tool
+from harness_editor.schemas.safe_schema import schema_safety_problems
 from harness_editor.schemas.tool_schema import _json_value_errors, _schema_errors
 
 __all__ = ["ImportChange", "ImportResult", "Source", "ToolImportError", "import_into_manifest", "import_tools",
@@ -448,7 +449,10 @@ def _verify(tools: list[dict[str, Any]], drafts: list[dict[str, Any]], rec: Reco
         at = draft.get("_name_at", "").rsplit(".", 1)[0]
         if not TOOL_NAME_RE.fullmatch(tool["name"]):
             rec.error(_join(at, "name"), f"cannot make a tool name of {draft['name']!r}")
-        for parts, message in [*_json_value_errors(tool["parameters"], ()), *_schema_errors(tool["parameters"])]:
+        # a schema that could not run safely (a remote reference, a pattern RE2 refuses) is refused here, at its
+        # place in the input, not only when the harness is saved
+        problems = [*_json_value_errors(tool["parameters"], ()), *_schema_errors(tool["parameters"])]
+        for parts, message in problems or schema_safety_problems(tool["parameters"]):
             path = _join(at, "parameters")
             for p in parts:
                 path = _join(path, p)

@@ -328,6 +328,22 @@ def test_what_cannot_be_imported_is_refused_with_its_path(payload, path):
     assert path in [p for p, _ in exc.value.errors]
 
 
+@pytest.mark.parametrize("schema,path,says", [
+    ({"$ref": "https://schemas.example.com/order.json"}, '[0].function.parameters.properties.id["$ref"]', "network"),
+    ({"$ref": "file:///etc/hat-console/env"}, '[0].function.parameters.properties.id["$ref"]', "a file"),
+    ({"$ref": "#/$defs/missing"}, '[0].function.parameters.properties.id["$ref"]', "points to nothing"),
+    ({"type": "string", "pattern": "^(?!x)"}, "[0].function.parameters.properties.id.pattern", "RE2"),
+], ids=["remote-ref", "file-ref", "dangling-ref", "lookahead"])
+def test_a_schema_that_could_not_run_safely_is_refused_at_its_place_in_the_input(schema, path, says):
+    """Issue 26: the importer accepted these; the schema then fetched, crashed or backtracked where it ran."""
+    tool = {"type": "function", "function": {"name": "get_order", "description": "An order by id.",
+                                             "parameters": {"type": "object", "properties": {"id": schema}}}}
+    with pytest.raises(ToolImportError) as exc:
+        import_tools([tool])
+    errors = dict(exc.value.errors)
+    assert path in errors and says in errors[path]
+
+
 def test_an_explicit_source_refuses_other_forms():
     with pytest.raises(ToolImportError) as exc:
         import_tools([OPENAI_TOOL, {"name": "x", "input_schema": {}}], source="openai")
