@@ -49,6 +49,10 @@ def test_the_version_page_warns_of_a_server_not_on_the_allow_list(settings, clie
 @pytest.mark.django_db
 def test_no_warning_once_the_server_is_allow_listed(settings, client, reviewer, approved):
     settings.HAT_MCP_SERVERS = {"crm": McpServer("crm", "http", url="http://127.0.0.1:9/mcp")}
+    # listed, but on a port HAT_OUTBOUND_HOSTS does not allow (a bare host allows 80/443 for MCP servers)
+    html = _page(client, reviewer, approved).content.decode()
+    assert 'data-testid="tool-warnings"' in html and "HAT_OUTBOUND_HOSTS" in html
+    settings.HAT_OUTBOUND_HOSTS = [*settings.HAT_OUTBOUND_HOSTS, "127.0.0.1:9"]
     html = _page(client, reviewer, approved).content.decode()
     assert 'data-testid="tool-warnings"' not in html
 
