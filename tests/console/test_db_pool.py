@@ -20,10 +20,36 @@ def test_the_database_is_pooled_and_connections_do_not_outlive_requests():
     assert pool["max_size"] == settings.ENV.db_pool_max >= 1 and pool["timeout"] == settings.ENV.db_pool_timeout_s
 
 
+def _own_client_ports() -> set[int]:
+    """Local TCP ports of this process's sockets (Linux: its socket fds matched to the kernel's TCP table)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            lines = open(table, encoding="ascii").read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _backend_pids() -> int:
+    """Backends serving this process: other processes' sessions (a server an earlier test started, a backend still
+    exiting after its client closed) are not this process's connections."""
+    ports = _own_client_ports()
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-        return cur.fetchone()[0]
+        cur.execute("SELECT client_port FROM pg_stat_activity WHERE datname = current_database()")
+        return sum(1 for (port,) in cur.fetchall() if port in ports)
 
 
 @pytest.mark.django_db(transaction=True)
