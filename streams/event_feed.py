@@ -139,11 +139,11 @@ class StoredEventsConsumer(SafeJsonWebsocketConsumer):
     and optionally :meth:`shown`, :meth:`start_after`, :meth:`watch` (a task that may close the socket later)."""
 
     async def authorize(self) -> str | None:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract: each feed says who may watch which group
 
     def list_events(self, *, after: int, up_to: int | None, limit: int) -> list[dict[str, Any]]:
         """Stored events with ``after < seq (<= up_to)``, oldest first, at most ``limit`` (sync: a worker thread)."""
-        raise NotImplementedError
+        raise NotImplementedError  # abstract: each feed reads its own table
 
     def shown(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What of a run of events this viewer gets (all of it, unless a subclass says otherwise)."""
